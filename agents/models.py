@@ -1,0 +1,143 @@
+"""The effects ledger, run-start idempotency keys, and the sandbox systems.
+
+Sandbox tables stand in for external services (a ticket tracker, a deploy system, a payment
+provider, an inventory service, a notifier). Each one dedupes on an idempotency key, as
+Stripe does, and the console labels their data as sandbox data wherever it appears.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Effect(models.Model):
+    """One side effect, claimed by its idempotency key before it runs (invariant 1)."""
+
+    class Status(models.TextChoices):
+        CLAIMED = "claimed"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        COMPENSATED = "compensated"
+
+    key = models.CharField(max_length=200, unique=True)
+    run = models.ForeignKey("approvals.AgentRun", on_delete=models.PROTECT, related_name="effects")
+    tool = models.CharField(max_length=100)
+    args = models.JSONField(default=dict)
+    args_fingerprint = models.CharField(max_length=64)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.CLAIMED)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    # A compensation is an effect of its own (key "<key>:compensate") pointing at what it undoes.
+    compensates = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensation"
+    )
+    approval = models.ForeignKey(
+        "approvals.ApprovalRequest",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="effects",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.tool} [{self.key}] {self.status}"
+
+
+class RunStartKey(models.Model):
+    """An Idempotency-Key sent with POST /api/runs/ (per user)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    run = models.ForeignKey(
+        "approvals.AgentRun", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="run_start_key_unique"),
+        ]
+
+
+class SandboxRecord(models.Model):
+    """Common fields of every sandbox system's rows."""
+
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
+class SandboxTicket(SandboxRecord):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    service = models.CharField(max_length=100)
+    title = models.CharField(max_length=300)
+    severity = models.CharField(max_length=10)
+    body = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+
+    def __str__(self) -> str:
+        return f"TICKET-{self.pk}: {self.title}"
+
+
+class SandboxDeploy(SandboxRecord):
+    """A deploy recorded by the sandbox deploy system (seeded, or produced by a rollback)."""
+
+    service = models.CharField(max_length=100, db_index=True)
+    version = models.CharField(max_length=50)
+    previous_version = models.CharField(max_length=50, blank=True)
+    is_rollback = models.BooleanField(default=False)
+    deployed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-deployed_at"]
+
+    def __str__(self) -> str:
+        return f"{self.service}@{self.version}"
+
+
+class SandboxPayment(SandboxRecord):
+    """A money movement: a charge (positive) or a refund (negative)."""
+
+    class Kind(models.TextChoices):
+        CHARGE = "charge"
+        REFUND = "refund"
+        REFUND_REVERSAL = "refund_reversal"
+
+    order_id = models.CharField(max_length=50, db_index=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    amount = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3, default="USD")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.amount} {self.currency} for {self.order_id}"
+
+
+class SandboxInventoryMovement(SandboxRecord):
+    sku = models.CharField(max_length=50, db_index=True)
+    delta = models.IntegerField()
+    reason = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.sku} {self.delta:+d}"
+
+
+class SandboxNotification(SandboxRecord):
+    channel = models.CharField(max_length=30)
+    recipient = models.CharField(max_length=200)
+    message = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.channel} to {self.recipient}"

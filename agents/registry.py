@@ -1,0 +1,145 @@
+"""Agent registry: (name, version) -> graph factory.
+
+Agents register in code (``agent_register``) or through the ``CONSOLE_AGENTS`` setting
+(``{"name": "dotted.module:factory"}``), so users plug in their own graphs. A factory takes
+``checkpointer=`` and returns a compiled LangGraph graph.
+
+Version policy (invariant 8): when a thread checkpointed under an older version resumes,
+``drain`` runs it on the old version (which must stay registered), ``migrate`` runs it on the
+current version after transforming its state with ``migrate(values, from_version)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.conf import settings
+from pydantic import BaseModel
+
+GraphFactory = Callable[..., Any]
+Migration = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+class UnknownAgent(LookupError):
+    """The agent (or that version of it) is not registered."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    version: str
+    factory: GraphFactory
+    description: str = ""
+    input_model: type[BaseModel] | None = None
+    policy: Literal["drain", "migrate"] = "drain"
+    migrate: Migration | None = None
+    # Builds the graph's first input from the validated run input (default: the input as is).
+    make_input: Callable[[dict[str, Any]], Any] | None = None
+    example_input: dict[str, Any] = field(default_factory=dict)
+
+    def validate_input(self, raw: Any) -> dict[str, Any]:
+        """Validated input, or pydantic.ValidationError naming the bad field."""
+        if self.input_model is None:
+            if not isinstance(raw, dict):
+                raise TypeError("input must be a JSON object")
+            return raw
+        return self.input_model.model_validate(raw).model_dump(mode="json")
+
+    def graph_input(self, run_input: dict[str, Any]) -> Any:
+        return self.make_input(run_input) if self.make_input else run_input
+
+
+_lock = threading.Lock()
+_agents: dict[str, dict[str, AgentSpec]] = {}
+_current: dict[str, str] = {}
+_settings_loaded = False
+
+
+def agent_register(spec: AgentSpec, *, current: bool = True) -> AgentSpec:
+    """Register a version of an agent; ``current`` makes new runs use it."""
+    with _lock:
+        _agents.setdefault(spec.name, {})[spec.version] = spec
+        if current or spec.name not in _current:
+            _current[spec.name] = spec.version
+    return spec
+
+
+def agent_unregister(name: str, version: str | None = None) -> None:
+    """Remove a version (or the whole agent). Tests use it to simulate a deploy."""
+    with _lock:
+        if version is None:
+            _agents.pop(name, None)
+            _current.pop(name, None)
+            return
+        versions = _agents.get(name, {})
+        versions.pop(version, None)
+        if _current.get(name) == version:
+            if versions:
+                _current[name] = sorted(versions)[-1]
+            else:
+                _current.pop(name, None)
+                _agents.pop(name, None)
+
+
+def _load_builtin_and_settings() -> None:
+    global _settings_loaded
+    if _settings_loaded:
+        return
+    _settings_loaded = True
+    # Built-in demo agents register themselves on import.
+    importlib.import_module("agents.graphs.incident_copilot.graph")
+    importlib.import_module("agents.graphs.refund_agent.graph")
+    for name, target in getattr(settings, "CONSOLE_AGENTS", {}).items():
+        agent_register(_spec_from_setting(name, target))
+
+
+def _spec_from_setting(name: str, target: Any) -> AgentSpec:
+    if isinstance(target, str):
+        target = {"factory": target}
+    factory = import_dotted(target["factory"])
+    input_model = import_dotted(target["input"]) if target.get("input") else None
+    return AgentSpec(
+        name=name,
+        version=str(target.get("version", "1")),
+        factory=factory,
+        description=target.get("description", ""),
+        input_model=input_model,
+    )
+
+
+def import_dotted(path: str) -> Any:
+    """Import ``"package.module:attribute"`` (or ``"package.module.attribute"``)."""
+    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr)
+
+
+def agent_get(name: str, version: str | None = None) -> AgentSpec:
+    _load_builtin_and_settings()
+    versions = _agents.get(name)
+    if not versions:
+        raise UnknownAgent(f"unknown agent {name!r}")
+    version = version or _current[name]
+    try:
+        return versions[version]
+    except KeyError:
+        raise UnknownAgent(f"agent {name!r} has no registered version {version!r}") from None
+
+
+def agent_current_version(name: str) -> str:
+    return agent_get(name).version
+
+
+def agent_is_registered(name: str, version: str) -> bool:
+    _load_builtin_and_settings()
+    return version in _agents.get(name, {})
+
+
+def agent_list() -> list[AgentSpec]:
+    """The current version of every registered agent, by name."""
+    _load_builtin_and_settings()
+    return [_agents[name][_current[name]] for name in sorted(_current)]

@@ -1,0 +1,1 @@
+"""Demo tools (registered on import). See agents/tools.py for the registry."""

@@ -1,0 +1,98 @@
+"""Tool registry: name, pydantic args schema, default risk tier, blast radius, compensation.
+
+Tiers: ``read`` (runs freely), ``write`` and ``critical`` (need approval unless policy says
+otherwise). The args schema is the single source for validating model-proposed args, edited
+args from reviewers, and the edit form the console renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+TIERS = ("read", "write", "critical")
+TIER_LEVEL = {"read": 0, "write": 1, "critical": 2}
+
+# run(args, idempotency_key) -> JSON-serialisable result. Read tools get key None.
+ToolFunc = Callable[[dict[str, Any], str | None], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    tier: str
+    run: ToolFunc
+    # One line saying what the action touches; may use {arg} placeholders.
+    blast_radius: str = ""
+    # Name of the tool that undoes this one (saga compensation), if any.
+    compensate_with: str | None = None
+    # Builds the compensating tool's args from this tool's args and result.
+    compensation_args: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def has_side_effects(self) -> bool:
+        return self.tier != "read"
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated, normalised args; raises pydantic.ValidationError."""
+        return self.args_model.model_validate(args).model_dump(mode="json")
+
+    def describe_blast_radius(self, args: dict[str, Any]) -> str:
+        try:
+            return self.blast_radius.format(**args)
+        except (KeyError, IndexError, ValueError):
+            return self.blast_radius
+
+    def args_schema(self) -> dict[str, Any]:
+        return self.args_model.model_json_schema()
+
+
+_tools: dict[str, ToolSpec] = {}
+
+
+class UnknownTool(LookupError):
+    pass
+
+
+def tool_register(spec: ToolSpec) -> ToolSpec:
+    if spec.tier not in TIERS:
+        raise ValueError(f"tool {spec.name}: tier must be one of {TIERS}, got {spec.tier!r}")
+    _tools[spec.name] = spec
+    return spec
+
+
+def tool_get(name: str) -> ToolSpec:
+    _ensure_loaded()
+    try:
+        return _tools[name]
+    except KeyError:
+        raise UnknownTool(f"unknown tool {name!r}") from None
+
+
+def tool_find(name: str) -> ToolSpec | None:
+    _ensure_loaded()
+    return _tools.get(name)
+
+
+def tool_list() -> list[ToolSpec]:
+    _ensure_loaded()
+    return sorted(_tools.values(), key=lambda spec: spec.name)
+
+
+def validation_errors(exc: ValidationError) -> dict[str, str]:
+    """{field: message} from a pydantic error, for forms and 400 responses."""
+    errors: dict[str, str] = {}
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err.get("loc", ())) or "non_field_errors"
+        errors.setdefault(field, err.get("msg", "invalid"))
+    return errors
+
+
+def _ensure_loaded() -> None:
+    # The demo tools live beside the sandboxes; importing registers them.
+    from agents import toolbox  # noqa: F401

@@ -1,0 +1,201 @@
+"""Settings for the approval console, read from the environment (see .env.example)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("CONSOLE_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        # A fixed development key keeps `make run` and the tests zero-configuration;
+        # production sets SECRET_KEY (the README says so).
+        SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
+    else:
+        SECRET_KEY = "insecure-development-key"
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "audit",
+    "approvals",
+    "agents",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL", "")
+if DATABASE_URL:
+    try:
+        _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+    except Exception as exc:  # dj-database-url raises several types for a bad URL
+        raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
+    if _db.get("ENGINE") not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
+        raise ImproperlyConfigured("DATABASE_URL must be a postgres:// or sqlite:/// URL")
+else:
+    _db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "console.sqlite3")}
+
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _name = Path(_db["NAME"])
+    _db["OPTIONS"] = {
+        # WAL + a busy timeout + IMMEDIATE transactions let the web server and the worker write
+        # at once without "database is locked" errors.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    }
+    # Tests use a file (never :memory:) because the durability tests share it with real
+    # web server and worker processes.
+    _db["TEST"] = {"NAME": str(_name.with_name(f"test_{_name.name}"))}
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth, i18n, static -------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# --- REST API -------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "console.http.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Approval console API",
+    "DESCRIPTION": "Start governed agent runs, decide approvals, read the audit trail.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Background work (django-q2) -------------------------------------------------------------
+Q_BROKER = env_choice("Q_BROKER", "orm", ("orm", "redis"))
+Q_TIMEOUT = env_int("Q_TIMEOUT", 45, minimum=1)
+Q_RETRY = env_int("Q_RETRY", 60, minimum=2)
+if Q_RETRY <= Q_TIMEOUT:
+    raise ImproperlyConfigured(f"Q_RETRY ({Q_RETRY}) must exceed Q_TIMEOUT ({Q_TIMEOUT})")
+Q_CLUSTER = {
+    "name": "console",
+    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "timeout": Q_TIMEOUT,
+    "retry": Q_RETRY,
+    "max_attempts": env_int("Q_MAX_ATTEMPTS", 5, minimum=0),
+    "catch_up": False,
+    "poll": env_float("Q_POLL", 0.5, minimum=0.05),
+    "save_limit": 1000,
+    "ack_failures": True,
+    "sync": env_bool("Q_SYNC", False),
+    "label": "Background tasks",
+}
+if Q_BROKER == "orm":
+    Q_CLUSTER["orm"] = "default"
+else:
+    Q_CLUSTER["redis"] = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# --- Agents -----------------------------------------------------------------------------------
+# "provider:model" for LangChain's init_chat_model; empty uses the built-in offline model.
+AGENT_MODEL = env_str("AGENT_MODEL", "")
+try:
+    CONSOLE_AGENTS: dict[str, str] = json.loads(env_str("CONSOLE_AGENTS", "{}") or "{}")
+except json.JSONDecodeError as exc:
+    raise ImproperlyConfigured(f"CONSOLE_AGENTS must be a JSON object: {exc}") from exc
+if not isinstance(CONSOLE_AGENTS, dict):
+    raise ImproperlyConfigured("CONSOLE_AGENTS must be a JSON object of name -> 'module:factory'")
+# Where the checkpointer keeps its SQLite file when DATABASE_URL is SQLite (default: next to it).
+CHECKPOINT_SQLITE_PATH = env_str("CHECKPOINT_SQLITE_PATH", "")
+SANDBOX_EFFECT_DELAY_S = env_float("SANDBOX_EFFECT_DELAY_S", 0.0, minimum=0.0)
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 30, minimum=2)
+RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 10.0, minimum=0.1)
+RUN_MAX_FAILURES = env_int("RUN_MAX_FAILURES", 3, minimum=1)
+RUN_MAX_STEPS = env_int("RUN_MAX_STEPS", 50, minimum=1)
+RUN_MAX_TOKENS = env_int("RUN_MAX_TOKENS", 50_000, minimum=1)
+TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+TOOL_MAX_RETRIES = env_int("TOOL_MAX_RETRIES", 3, minimum=0)
+APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
+CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000")
+
+# --- Email and logging --------------------------------------------------------------------
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}},
+}

@@ -1,0 +1,37 @@
+"""Shared people: alice requests runs, bob approves "write", carol approves "critical",
+dave may approve nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+
+
+def _user(username: str, *groups: Group, perms: tuple[str, ...] = ()) -> User:
+    user = User.objects.create_user(username=username, password="demo", email=f"{username}@example.com")
+    for group in groups:
+        user.groups.add(group)
+    for codename in perms:
+        app_label, code = codename.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=code))
+    return user
+
+
+@pytest.fixture
+def alice(db) -> User:
+    return _user("alice")
+
+
+@pytest.fixture
+def bob(db) -> User:
+    return _user("bob", perms=("approvals.decide",))
+
+
+@pytest.fixture
+def carol(db) -> User:
+    return _user("carol", perms=("approvals.decide",))
+
+
+@pytest.fixture
+def dave(db) -> User:
+    return _user("dave")
