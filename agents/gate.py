@@ -47,6 +47,7 @@ def gate_payload(
         "rationale": rationale,
         "evidence": evidence,
         "blast_radius": spec.describe_blast_radius(args),
+        "args_schema": spec.args_schema(),
         "tier": tier,
         "allowed_decisions": policy.tier_allowed_decisions(tier),
         "run_url": f"{settings.CONSOLE_BASE_URL.rstrip('/')}/runs/{thread_id}/",

@@ -1,3 +1,13 @@
-from django.urls import path  # noqa: F401
+from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from approvals.api import ApprovalDecideApi, ApprovalDetailApi, ApprovalListApi
+
+app_name = "approvals_api"
+
+urlpatterns = [
+    path("approvals/", ApprovalListApi.as_view(), name="list"),
+    path("approvals/<str:approval_id>/", ApprovalDetailApi.as_view(), name="detail"),
+    path("approvals/<str:approval_id>/decision/", ApprovalDecideApi.as_view(), name="decide"),
+]

@@ -40,6 +40,11 @@ class AgentRun(models.Model):
     steps_used = models.PositiveIntegerField(default=0)
     tokens_used = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # Set on a run forked from another run's checkpoint ("fork from here").
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_from_checkpoint = models.CharField(max_length=64, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

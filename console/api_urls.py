@@ -1,3 +1,12 @@
-from django.urls import path  # noqa: F401
+from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from console.api import TokenObtainApi
+
+urlpatterns = [
+    path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

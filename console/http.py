@@ -4,9 +4,53 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework import exceptions
 from rest_framework.views import exception_handler
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]):
-    """DRF's handler; unknown errors still become 500s, which the tests treat as bugs."""
-    return exception_handler(exc, context)
+    """DRF's handler with one error shape: {"detail": "...", "errors": {"field": "msg"}}.
+
+    Unknown errors still become 500s, which the tests treat as bugs.
+    """
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = flatten_errors(response.data)
+        response.data = {"detail": _validation_detail(errors), "errors": errors}
+        return response
+    data = response.data
+    if isinstance(data, dict) and "detail" in data:
+        detail = str(data["detail"])
+        errors = data.get("errors") or {}
+    else:
+        detail, errors = "The request failed.", flatten_errors(data)
+    response.data = {"detail": detail, "errors": errors}
+    return response
+
+
+def flatten_errors(data: Any, prefix: str = "") -> dict[str, str]:
+    """{"input.severity": "msg"} from DRF's nested error structure."""
+    if isinstance(data, dict):
+        flat: dict[str, str] = {}
+        for key, value in data.items():
+            flat.update(flatten_errors(value, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    if isinstance(data, list):
+        if all(not isinstance(item, (dict, list)) for item in data):
+            return {prefix or "non_field_errors": " ".join(str(item) for item in data)}
+        flat = {}
+        for index, item in enumerate(data):
+            flat.update(flatten_errors(item, f"{prefix}.{index}" if prefix else str(index)))
+        return flat
+    return {prefix or "non_field_errors": str(data)}
+
+
+def _validation_detail(errors: dict[str, str]) -> str:
+    if not errors:
+        return "Invalid input."
+    field, message = next(iter(errors.items()))
+    if field == "non_field_errors":
+        return f"Invalid input: {message}"
+    return f"Invalid input: {field}: {message}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -49,6 +50,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -166,6 +168,8 @@ else:
     Q_CLUSTER["redis"] = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # --- Agents -----------------------------------------------------------------------------------
+# Checkpoints deserialize only known types (read by langgraph at import, hence here).
+os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
 # "provider:model" for LangChain's init_chat_model; empty uses the built-in offline model.
 AGENT_MODEL = env_str("AGENT_MODEL", "")
 try:

@@ -35,3 +35,12 @@ def carol(db) -> User:
 @pytest.fixture
 def dave(db) -> User:
     return _user("dave")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_checkpointer_before_db_teardown(django_db_setup, django_db_blocker):
+    """The checkpointer's pool holds connections to the test database; close it first."""
+    yield
+    from agents.checkpoint import checkpointer_reset
+
+    checkpointer_reset()

@@ -1,0 +1,98 @@
+"""The checkpointer factory: one PostgresSaver pool or one SqliteSaver connection per process.
+
+Created lazily, because the qcluster forks its workers after start-up and a pool or a sqlite
+connection must not cross a fork. It follows Django's database choice (DESIGN.md: Databases).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+_lock = threading.Lock()
+_cache: dict[str, Any] = {"pid": None, "key": None, "saver": None, "closer": None}
+
+
+def _db_settings() -> dict[str, Any]:
+    return connections["default"].settings_dict
+
+
+def checkpoint_sqlite_path(db: dict[str, Any] | None = None) -> Path:
+    """The checkpoint file beside the SQLite database (or CHECKPOINT_SQLITE_PATH)."""
+    if settings.CHECKPOINT_SQLITE_PATH:
+        return Path(settings.CHECKPOINT_SQLITE_PATH)
+    name = Path(str((db or _db_settings())["NAME"]))
+    return name.with_name(f"{name.stem}-checkpoints.sqlite3")
+
+
+def _postgres_conninfo(db: dict[str, Any]) -> str:
+    from psycopg.conninfo import make_conninfo
+
+    params = {
+        "dbname": db["NAME"],
+        "host": db.get("HOST") or None,
+        "port": str(db["PORT"]) if db.get("PORT") else None,
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+    }
+    return make_conninfo(**{k: v for k, v in params.items() if v})
+
+
+def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            _postgres_conninfo(db),
+            min_size=1,
+            max_size=int(os.environ.get("CHECKPOINT_POOL_SIZE", "4")),
+            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0},
+            open=True,
+        )
+        saver = PostgresSaver(pool)
+        saver.setup()
+        return saver, pool.close
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = checkpoint_sqlite_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return saver, conn.close
+
+
+def checkpointer_get() -> Any:
+    """This process's checkpointer for the current default database."""
+    db = _db_settings()
+    key = f"{db['ENGINE']}|{db.get('HOST')}|{db.get('PORT')}|{db['NAME']}"
+    pid = os.getpid()
+    with _lock:
+        if _cache["saver"] is not None and _cache["pid"] == pid and _cache["key"] == key:
+            return _cache["saver"]
+        if _cache["closer"] is not None and _cache["pid"] == pid:
+            # Closing a stale pool must not block opening the new one.
+            with contextlib.suppress(Exception):
+                _cache["closer"]()
+        saver, closer = _make_saver(db)
+        _cache.update(pid=pid, key=key, saver=saver, closer=closer)
+        return saver
+
+
+def checkpointer_reset() -> None:
+    """Drop this process's checkpointer (tests that switch databases)."""
+    with _lock:
+        if _cache["closer"] is not None and _cache["pid"] == os.getpid():
+            _cache["closer"]()
+        _cache.update(pid=None, key=None, saver=None, closer=None)

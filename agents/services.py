@@ -1,0 +1,105 @@
+"""Writes that start and stop runs. The API and the console pages call these."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from agents.models import RunStartKey
+from agents.registry import UnknownAgent, agent_get
+from agents.tools import validation_errors
+from approvals import services as approval_services
+from approvals.models import AgentRun
+from audit.canonical import payload_hash
+
+# A first request that died before it created its run frees its key after this long.
+IN_FLIGHT_GRACE = dt.timedelta(seconds=60)
+
+
+class RunStartError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str, *, errors: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.errors = errors or {}
+
+
+class RunInputInvalid(RunStartError):
+    """Unknown agent or input that does not validate (400, fields named)."""
+
+
+class IdempotencyMismatch(RunStartError):
+    """Same Idempotency-Key, other body (422)."""
+
+    status_code = 422
+
+
+class IdempotencyInFlight(RunStartError):
+    """The first request with this key is still being processed (409)."""
+
+    status_code = 409
+
+
+def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> AgentRun:
+    """Validate against the registry and queue a run of the agent's current version."""
+    try:
+        spec = agent_get(agent)
+    except UnknownAgent as exc:
+        raise RunInputInvalid(str(exc), errors={"agent": str(exc)}) from None
+    try:
+        clean = spec.validate_input(input)
+    except ValidationError as exc:
+        errors = {f"input.{field}": msg for field, msg in validation_errors(exc).items()}
+        raise RunInputInvalid("The input is not valid for this agent.", errors=errors) from None
+    except TypeError as exc:
+        raise RunInputInvalid(str(exc), errors={"input": str(exc)}) from None
+    return approval_services.run_create(
+        agent=spec.name, graph_version=spec.version, input=clean, requested_by=user, request=request
+    )
+
+
+def run_start_idempotent(
+    *, key: str, agent: str, input: Any, user: Any, request: Any = None
+) -> tuple[AgentRun, bool]:
+    """(run, created). Same key + same body -> the same run; other body -> 422; in flight -> 409."""
+    body_hash = payload_hash({"agent": agent, "input": input})
+    try:
+        with transaction.atomic():
+            claim = RunStartKey.objects.create(user=user, key=key, request_hash=body_hash)
+    except IntegrityError:
+        claim = RunStartKey.objects.get(user=user, key=key)
+        if claim.request_hash != body_hash:
+            raise IdempotencyMismatch(
+                "This Idempotency-Key was used with another request body.",
+                errors={"Idempotency-Key": "already used with a different body"},
+            ) from None
+        if claim.run_id is not None:
+            return claim.run, False
+        if timezone.now() - claim.created_at < IN_FLIGHT_GRACE:
+            raise IdempotencyInFlight(
+                "A request with this Idempotency-Key is still in flight.",
+                errors={"Idempotency-Key": "first request still in flight; retry later"},
+            ) from None
+        # The first request died before creating its run: take the key over.
+    try:
+        run = run_start(agent=agent, input=input, user=user, request=request)
+    except RunStartError:
+        RunStartKey.objects.filter(pk=claim.pk, run__isnull=True).delete()
+        raise
+    RunStartKey.objects.filter(pk=claim.pk).update(run=run)
+    return run, True
+
+
+def run_cancel(*, run: AgentRun, user: Any, request: Any = None) -> AgentRun:
+    """Stop the run and compensate the effects it already applied (in the background)."""
+    if run.is_terminal:
+        return run
+    run = approval_services.run_mark_cancelled(run=run, user=user, request=request)
+    # The advance of a cancelled run compensates its applied effects, exactly once each.
+    approval_services.run_advance_enqueue(run_id=run.id)
+    return run

@@ -1,0 +1,255 @@
+"""Approvals API: the queue, one approval, and the decision (calls the same services as the pages)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+    inline_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals import selectors, services
+from approvals.models import ApprovalRequest
+from approvals.permissions import user_may_decide
+
+# Primary keys are bigints; anything outside is simply not found (never a database error).
+_MAX_PK = 2**63 - 1
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The one error body of the API (400, 403, 404, 409, 422)."""
+
+    detail = serializers.CharField()
+    errors = serializers.DictField(child=serializers.CharField())
+
+
+@extend_schema_serializer(component_name="DecisionConflict")
+class ConflictSerializer(ErrorSerializer):
+    """409 on a decision: who decided it, or why it can no longer be decided."""
+
+    reason = serializers.ChoiceField(choices=["already_decided", "expired", "hash_mismatch"])
+    status = serializers.CharField()
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+def error_response(
+    *, status_code: int, detail: str, errors: dict[str, str] | None = None, **extra: Any
+) -> Response:
+    return Response({"detail": detail, "errors": errors or {}, **extra}, status=status_code)
+
+
+def paginated(serializer: type[serializers.Serializer], *, name: str) -> serializers.Serializer:
+    """Schema of a cursor-paginated list of ``serializer``."""
+    return inline_serializer(
+        name=name,
+        fields={
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer(many=True),
+        },
+    )
+
+
+APPROVAL_ID = OpenApiParameter("approval_id", int, OpenApiParameter.PATH)
+
+
+def approval_or_404(approval_id: str) -> ApprovalRequest:
+    try:
+        pk = int(approval_id)
+    except ValueError:
+        raise NotFound("No approval with this id.") from None
+    if not 0 < pk <= _MAX_PK:
+        raise NotFound("No approval with this id.")
+    try:
+        return selectors.approval_get(approval_id=pk)
+    except ApprovalRequest.DoesNotExist:
+        raise NotFound("No approval with this id.") from None
+
+
+class ApprovalSerializer(serializers.Serializer):
+    """An approval as the reviewer sees it; ``payload_hash`` is what a decision must echo."""
+
+    id = serializers.IntegerField()
+    run = serializers.UUIDField(source="run_id")
+    agent = serializers.CharField(source="run.agent")
+    requested_by = serializers.CharField(source="run.requested_by.get_username")
+    interrupt_id = serializers.CharField()
+    action_index = serializers.IntegerField()
+    tool = serializers.CharField()
+    args = serializers.JSONField()
+    payload = serializers.JSONField()
+    payload_hash = serializers.CharField()
+    tier = serializers.CharField()
+    allowed_decisions = serializers.ListField(child=serializers.CharField())
+    status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
+    decided_by = serializers.CharField(source="decided_by_label", allow_blank=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    decision = serializers.JSONField()
+    expires_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+
+
+class ApprovalPagination(CursorPagination):
+    ordering = ("expires_at", "id")
+    page_size = 25
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class ApprovalListApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices, required=False)
+        tier = serializers.CharField(required=False)
+        agent = serializers.CharField(required=False)
+        tool = serializers.CharField(required=False)
+        run = serializers.UUIDField(required=False)
+        q = serializers.CharField(required=False)
+        mine = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        operation_id="approvals_list",
+        parameters=[
+            OpenApiParameter(
+                "status",
+                enum=ApprovalRequest.Status.values,
+                description="pending lists approvals that can still be decided (unexpired).",
+            ),
+            OpenApiParameter("tier", str),
+            OpenApiParameter("agent", str),
+            OpenApiParameter("tool", str),
+            OpenApiParameter("run", OpenApiTypes.UUID),
+            OpenApiParameter("q", str, description="Search tool, agent and requester."),
+            OpenApiParameter(
+                "mine", bool, description="With status=pending: only those you may decide."
+            ),
+            OpenApiParameter("cursor", str),
+            OpenApiParameter("page_size", int),
+        ],
+        responses={200: paginated(ApprovalSerializer, name="ApprovalPage"), 400: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = filters.validated_data
+        common = {key: params.get(key) for key in ("tier", "agent", "tool", "q")}
+        if params.get("status") == ApprovalRequest.Status.PENDING:
+            approvals = selectors.approval_list_pending(
+                user=request.user, mine=params["mine"], **common
+            )
+            if params.get("run"):
+                approvals = approvals.filter(run_id=params["run"])
+        else:
+            approvals = selectors.approval_list(
+                status=params.get("status"), run_id=params.get("run"), **common
+            )
+        paginator = ApprovalPagination()
+        page = paginator.paginate_queryset(approvals, request, view=self)
+        return paginator.get_paginated_response(ApprovalSerializer(page, many=True).data)
+
+
+class ApprovalDetailApi(APIView):
+    @extend_schema_serializer(component_name="ApprovalDetail")
+    class OutputSerializer(ApprovalSerializer):
+        can_decide = serializers.SerializerMethodField()
+
+        @extend_schema_field(OpenApiTypes.BOOL)
+        def get_can_decide(self, approval: ApprovalRequest) -> bool:
+            """Whether the requesting user may decide it now."""
+            user = self.context["request"].user
+            return approval.is_pending and user_may_decide(user=user, approval=approval)[0]
+
+    @extend_schema(
+        operation_id="approvals_retrieve",
+        parameters=[APPROVAL_ID],
+        responses={200: OutputSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request: Request, approval_id: str) -> Response:
+        approval = approval_or_404(approval_id)
+        data = self.OutputSerializer(approval, context={"request": request}).data
+        return Response(data)
+
+
+class ApprovalDecideApi(APIView):
+    @extend_schema_serializer(component_name="ApprovalDecisionInput")
+    class InputSerializer(serializers.Serializer):
+        decision = serializers.ChoiceField(choices=ApprovalRequest.Decision.choices)
+        payload_hash = serializers.CharField(
+            help_text="The payload_hash of the approval you reviewed; a stale one gets 409."
+        )
+        args = serializers.JSONField(
+            required=False, allow_null=True, help_text="The edited args (decision edit only)."
+        )
+        message = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="Sent back to the agent."
+        )
+        note = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="Kept in the audit trail."
+        )
+
+        def validate_args(self, value: Any) -> Any:
+            if value is not None and not isinstance(value, dict):
+                raise serializers.ValidationError("must be a JSON object")
+            return value
+
+    @extend_schema(
+        operation_id="approvals_decide",
+        parameters=[APPROVAL_ID],
+        request=InputSerializer,
+        responses={
+            200: ApprovalSerializer,
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            409: OpenApiResponse(
+                ConflictSerializer, description="Already decided, expired, or stale payload hash."
+            ),
+        },
+    )
+    def post(self, request: Request, approval_id: str) -> Response:
+        approval = approval_or_404(approval_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            approval = services.approval_decide(
+                approval=approval,
+                user=request.user,
+                decision=data["decision"],
+                seen_hash=data["payload_hash"],
+                args=data.get("args"),
+                message=data["message"],
+                note=data["note"],
+                request=request,
+            )
+        except services.DecisionConflict as exc:
+            current = exc.approval
+            errors = {}
+            if exc.reason == "hash_mismatch":
+                errors["payload_hash"] = "does not match the approval's current payload"
+            return error_response(
+                status_code=exc.status_code,
+                detail=exc.message,
+                errors=errors,
+                reason=exc.reason,
+                status=current.status,
+                decided_by=current.decided_by_label or None,
+                decided_at=current.decided_at,
+            )
+        except services.DecisionError as exc:
+            return error_response(
+                status_code=exc.status_code, detail=exc.message, errors=exc.errors
+            )
+        return Response(ApprovalSerializer(approval).data, status=status.HTTP_200_OK)
