@@ -72,12 +72,23 @@ def approval_gate(
     spec = tool_get(tool)
     tier = policy.tier_for_call(tool=tool, args=args, default_tier=spec.tier)
     if not policy.tier_requires_approval(tier):
-        return {"decision": "approve", "args": args, "message": "", "by": "policy:auto",
-                "approval_id": None, "tier": tier}
+        return {
+            "decision": "approve",
+            "args": args,
+            "message": "",
+            "by": "policy:auto",
+            "approval_id": None,
+            "tier": tier,
+        }
     thread_id = get_config()["configurable"]["thread_id"]
     payload = gate_payload(
-        thread_id=thread_id, tool=tool, args=args, rationale=rationale,
-        evidence=evidence or [], tier=tier, requested_at=requested_at,
+        thread_id=thread_id,
+        tool=tool,
+        args=args,
+        rationale=rationale,
+        evidence=evidence or [],
+        tier=tier,
+        requested_at=requested_at,
     )
     answer = interrupt(payload)
     return decision_normalise(answer, proposed_args=args, tool=tool, tier=tier)

@@ -45,6 +45,7 @@ class Effect(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        permissions = [("time_travel", "Can view past run states and fork from them")]
 
     def __str__(self) -> str:
         return f"{self.tool} [{self.key}] {self.status}"
@@ -66,11 +67,17 @@ class RunStartKey(models.Model):
             models.UniqueConstraint(fields=["user", "key"], name="run_start_key_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"run start key {self.key}"
+
 
 class SandboxRecord(models.Model):
     """Common fields of every sandbox system's rows."""
 
     idempotency_key = models.CharField(max_length=200, unique=True)
+    # Fingerprint of the request that created the row: reusing a key with other parameters is
+    # refused, as Stripe refuses it.
+    request_hash = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

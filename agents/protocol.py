@@ -33,29 +33,35 @@ def approval_items(*, interrupt_id: str, value: Any) -> list[dict[str, Any]]:
     """One approval request item per action the interrupt asks a person about."""
     if isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE:
         tier = str(value.get("tier") or "critical")
-        return [{
-            "interrupt_id": interrupt_id,
-            "action_index": 0,
-            "tool": str(value.get("tool") or UNKNOWN_TOOL),
-            "args": value.get("args") if isinstance(value.get("args"), dict) else {},
-            "payload": value,
-            "tier": tier,
-            "allowed_decisions": list(value.get("allowed_decisions") or policy.ALL_DECISIONS),
-            "expires_at": _expires(value, tier),
-        }]
+        return [
+            {
+                "interrupt_id": interrupt_id,
+                "action_index": 0,
+                "tool": str(value.get("tool") or UNKNOWN_TOOL),
+                "args": value.get("args") if isinstance(value.get("args"), dict) else {},
+                "payload": value,
+                "tier": tier,
+                "allowed_decisions": list(value.get("allowed_decisions") or policy.ALL_DECISIONS),
+                "expires_at": _expires(value, tier),
+            }
+        ]
     # Unrecognised: shown raw, answerable with a response only.
     payload = value if isinstance(value, dict) else {"value": value}
     tier = "write"
-    return [{
-        "interrupt_id": interrupt_id,
-        "action_index": 0,
-        "tool": str(payload.get("tool") or UNKNOWN_TOOL) if isinstance(payload, dict) else UNKNOWN_TOOL,
-        "args": {},
-        "payload": payload,
-        "tier": tier,
-        "allowed_decisions": ["respond"],
-        "expires_at": _expires(payload, tier),
-    }]
+    return [
+        {
+            "interrupt_id": interrupt_id,
+            "action_index": 0,
+            "tool": str(payload.get("tool") or UNKNOWN_TOOL)
+            if isinstance(payload, dict)
+            else UNKNOWN_TOOL,
+            "args": {},
+            "payload": payload,
+            "tier": tier,
+            "allowed_decisions": ["respond"],
+            "expires_at": _expires(payload, tier),
+        }
+    ]
 
 
 def resume_value(*, value: Any, decisions: list[dict[str, Any]]) -> Any:

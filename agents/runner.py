@@ -92,7 +92,9 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
 
 
 def lease_release(*, run_id: Any, owner: str) -> None:
-    AgentRun.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+    AgentRun.objects.filter(pk=run_id, lease_owner=owner).update(
+        lease_owner="", lease_expires_at=None
+    )
 
 
 class Heartbeat:
@@ -164,8 +166,11 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
         return "flagged: unknown agent"
     saver = checkpointer_get()
     if saver.get_tuple(thread_config(run)) is None:
-        spec = agent_get(run.agent, run.graph_version) if agent_is_registered(
-            run.agent, run.graph_version) else current
+        spec = (
+            agent_get(run.agent, run.graph_version)
+            if agent_is_registered(run.agent, run.graph_version)
+            else current
+        )
         graph = graph_for(spec)
         run = approval_services.run_mark_running(run=run, resumed=False)
         return _drive(run, graph, spec.graph_input(run.input), spec.version, beat)
@@ -183,8 +188,10 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
         missing = [node for node in _pending_nodes(run) if node not in graph.nodes]
         if missing:
             approval_services.run_flag(
-                run=run, reason=f"pending node(s) {', '.join(missing)} no longer exist in "
-                f"{run.agent} v{spec.version}")
+                run=run,
+                reason=f"pending node(s) {', '.join(missing)} no longer exist in "
+                f"{run.agent} v{spec.version}",
+            )
             return "flagged: pending node removed"
         command = Command(resume=resume, update=migration) if migration else Command(resume=resume)
         run = approval_services.run_mark_running(run=run, resumed=True)
@@ -198,7 +205,9 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
     return "completed"
 
 
-def _resolve_version(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, dict | None] | None:
+def _resolve_version(
+    run: AgentRun, current: AgentSpec
+) -> tuple[AgentSpec, Any, dict | None] | None:
     """(spec, graph, state migration or None) for the thread's checkpointed version."""
     state_version = _checkpoint_version(run) or run.graph_version
     if state_version == current.version:
@@ -210,23 +219,34 @@ def _resolve_version(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any,
         missing = [node for node in _pending_nodes(run) if node not in graph.nodes]
         if missing:
             approval_services.run_flag(
-                run=run, reason=f"checkpointed under v{state_version}; pending node(s) "
-                f"{', '.join(missing)} do not exist in v{current.version}")
+                run=run,
+                reason=f"checkpointed under v{state_version}; pending node(s) "
+                f"{', '.join(missing)} do not exist in v{current.version}",
+            )
             return None
         migration = current.migrate(dict(snapshot.values), state_version)
         with transaction.atomic():
             AgentRun.objects.filter(pk=run.pk).update(graph_version=current.version)
-            event_record(action="run.migrated", actor=f"agent:{run.id}", run_id=run.id,
-                         data={"from_version": state_version, "to_version": current.version,
-                               "update": jsonable(migration)})
+            event_record(
+                action="run.migrated",
+                actor=f"agent:{run.id}",
+                run_id=run.id,
+                data={
+                    "from_version": state_version,
+                    "to_version": current.version,
+                    "update": jsonable(migration),
+                },
+            )
         run.graph_version = current.version
         return current, graph, migration
     if agent_is_registered(run.agent, state_version):
         spec = agent_get(run.agent, state_version)
         return spec, graph_for(spec), None
     approval_services.run_flag(
-        run=run, reason=f"checkpointed under v{state_version}, which is no longer registered, "
-        f"and v{current.version} has no migration")
+        run=run,
+        reason=f"checkpointed under v{state_version}, which is no longer registered, "
+        f"and v{current.version} has no migration",
+    )
     return None
 
 
@@ -236,7 +256,9 @@ def _pending_nodes(run: AgentRun) -> list[str]:
     if tup is None:
         return []
     prefix = "branch:to:"
-    return sorted(k[len(prefix):] for k in tup.checkpoint["channel_values"] if k.startswith(prefix))
+    return sorted(
+        k[len(prefix) :] for k in tup.checkpoint["channel_values"] if k.startswith(prefix)
+    )
 
 
 def _checkpoint_version(run: AgentRun) -> str | None:
@@ -260,7 +282,9 @@ def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
         if any(a.status == ApprovalRequest.Status.PENDING for a in approvals):
             continue
         decisions = [a.decision for a in approvals]
-        resume[interrupt_id] = protocol.resume_value(value=values[interrupt_id], decisions=decisions)
+        resume[interrupt_id] = protocol.resume_value(
+            value=values[interrupt_id], decisions=decisions
+        )
     return resume
 
 
@@ -272,16 +296,20 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
         if steps or tokens:
             approval_services.run_budget_add(run=run, steps=steps, tokens=tokens)
         fresh = AgentRun.objects.only(
-            "steps_used", "tokens_used", "cancel_requested", "lease_owner").get(pk=run.pk)
+            "steps_used", "tokens_used", "cancel_requested", "lease_owner"
+        ).get(pk=run.pk)
         if beat.lost.is_set():
             raise LeaseLost()
         if fresh.cancel_requested:
             return _compensate_cancelled(run)
         if fresh.steps_used > settings.RUN_MAX_STEPS:
-            raise BudgetExceeded(f"step budget exhausted ({fresh.steps_used} > {settings.RUN_MAX_STEPS})")
+            raise BudgetExceeded(
+                f"step budget exhausted ({fresh.steps_used} > {settings.RUN_MAX_STEPS})"
+            )
         if fresh.tokens_used > settings.RUN_MAX_TOKENS:
             raise BudgetExceeded(
-                f"token budget exhausted ({fresh.tokens_used} > {settings.RUN_MAX_TOKENS})")
+                f"token budget exhausted ({fresh.tokens_used} > {settings.RUN_MAX_TOKENS})"
+            )
     state = graph.get_state(thread_config(run))
     if state.interrupts:
         resume = _sync_and_collect(run, state.interrupts)
@@ -291,7 +319,9 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
         return "waiting"
     if state.next:
         raise RuntimeError(f"graph stopped with pending nodes {state.next} and no interrupt")
-    approval_services.run_mark_completed(run=AgentRun.objects.get(pk=run.pk), output=jsonable(state.values))
+    approval_services.run_mark_completed(
+        run=AgentRun.objects.get(pk=run.pk), output=jsonable(state.values)
+    )
     return "completed"
 
 
@@ -303,8 +333,11 @@ def _tokens_in(update: dict[str, Any]) -> int:
             continue
         for value in node_update.values():
             for item in value if isinstance(value, list) else [value]:
-                usage = item.usage_metadata if isinstance(item, BaseMessage) and hasattr(
-                    item, "usage_metadata") else None
+                usage = (
+                    item.usage_metadata
+                    if isinstance(item, BaseMessage) and hasattr(item, "usage_metadata")
+                    else None
+                )
                 if usage:
                     total += int(usage.get("total_tokens", 0))
     return total
@@ -312,9 +345,17 @@ def _tokens_in(update: dict[str, Any]) -> int:
 
 # --- failures, cancel ----------------------------------------------------------------------
 
-RETRYABLE_NAMES = {"RetryableToolError", "RateLimitError", "APITimeoutError", "APIConnectionError",
-                   "InternalServerError", "ServiceUnavailableError", "OperationalError",
-                   "InterfaceError", "PoolTimeout"}
+RETRYABLE_NAMES = {
+    "RetryableToolError",
+    "RateLimitError",
+    "APITimeoutError",
+    "APIConnectionError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "OperationalError",
+    "InterfaceError",
+    "PoolTimeout",
+}
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -323,13 +364,15 @@ def is_retryable(exc: BaseException) -> bool:
         return True
     if type(exc).__name__ in RETRYABLE_NAMES:
         return True
-    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    status = getattr(exc, "status_code", None) or getattr(
+        getattr(exc, "response", None), "status_code", None
+    )
     return isinstance(status, int) and (status == 429 or status >= 500)
 
 
 def backoff_seconds(failures: int) -> float:
     """Exponential backoff with full jitter."""
-    base = min(60.0, 2.0 ** failures)
+    base = min(60.0, 2.0**failures)
     return random.uniform(base / 2, base)
 
 
@@ -348,9 +391,17 @@ def _record_failure(run: AgentRun, exc: Exception) -> str:
     with transaction.atomic():
         approval_services.run_mark_failed(run=run, error=f"{error}\n\n{detail}", dead=dead)
         event_record(
-            action="run.escalated", actor=f"agent:{run.pk}", run_id=run.pk,
-            data={"error": error, "failures": run.failure_count + 1, "retryable": retryable,
-                  "agent": run.agent, "input": run.input, "traceback": detail},
+            action="run.escalated",
+            actor=f"agent:{run.pk}",
+            run_id=run.pk,
+            data={
+                "error": error,
+                "failures": run.failure_count + 1,
+                "retryable": retryable,
+                "agent": run.agent,
+                "input": run.input,
+                "traceback": detail,
+            },
         )
     return f"{'dead' if dead else 'failed'}: {error}"
 
@@ -359,16 +410,33 @@ def _enqueue_later(run_id: Any, delay: float) -> None:
     from django_q.models import Schedule
     from django_q.tasks import schedule
 
-    transaction.on_commit(lambda: schedule(
-        "agents.tasks.run_advance", str(run_id), schedule_type=Schedule.ONCE, repeats=1,
-        next_run=timezone.now() + dt.timedelta(seconds=delay), name=f"retry-{run_id}-{uuid.uuid4().hex[:6]}",
-    ))
+    transaction.on_commit(
+        lambda: schedule(
+            "agents.tasks.run_advance",
+            str(run_id),
+            schedule_type=Schedule.ONCE,
+            repeats=1,
+            next_run=timezone.now() + dt.timedelta(seconds=delay),
+            name=f"retry-{run_id}-{uuid.uuid4().hex[:6]}",
+        )
+    )
 
 
 def _compensate_cancelled(run: AgentRun) -> str:
-    from agents.ledger import run_compensate
+    """Undo a cancelled run's applied effects in reverse order, each exactly once."""
+    from agents.ledger import CompensationFailed, run_compensate
 
-    undone = run_compensate(run_id=str(run.pk))
+    try:
+        undone = run_compensate(run_id=str(run.pk))
+    except CompensationFailed as exc:
+        with transaction.atomic():
+            event_record(
+                action="run.escalated",
+                actor=f"agent:{run.pk}",
+                run_id=run.pk,
+                data={"error": f"compensation failed: {exc}"},
+            )
+        raise
     return f"cancelled: {len(undone)} effect(s) compensated"
 
 
@@ -395,7 +463,11 @@ def jsonable(value: Any) -> Any:
 
 def _graph_of_run(run: AgentRun) -> Any:
     version = _checkpoint_version(run) or run.graph_version
-    spec = agent_get(run.agent, version) if agent_is_registered(run.agent, version) else agent_get(run.agent)
+    spec = (
+        agent_get(run.agent, version)
+        if agent_is_registered(run.agent, version)
+        else agent_get(run.agent)
+    )
     return graph_for(spec)
 
 
@@ -410,17 +482,19 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
         values = jsonable(dict(snap.values or {}))
         before = jsonable(dict(previous.values or {})) if previous is not None else {}
         changed = {key: value for key, value in values.items() if before.get(key) != value}
-        steps.append({
-            "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
-            "step": (snap.metadata or {}).get("step"),
-            "source": (snap.metadata or {}).get("source"),
-            "nodes": list(previous.next) if previous is not None else ["input"],
-            "created_at": snap.created_at,
-            "next": list(snap.next),
-            "values": values,
-            "changed": changed,
-            "interrupts": [jsonable(i.value) for i in getattr(snap, "interrupts", ()) or ()],
-        })
+        steps.append(
+            {
+                "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
+                "step": (snap.metadata or {}).get("step"),
+                "source": (snap.metadata or {}).get("source"),
+                "nodes": list(previous.next) if previous is not None else ["input"],
+                "created_at": snap.created_at,
+                "next": list(snap.next),
+                "values": values,
+                "changed": changed,
+                "interrupts": [jsonable(i.value) for i in getattr(snap, "interrupts", ()) or ()],
+            }
+        )
         previous = snap
     return steps
 
@@ -449,29 +523,48 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
     )
     with transaction.atomic():
         child = AgentRun(
-            agent=run.agent, graph_version=_checkpoint_version(run) or run.graph_version,
-            input=run.input, requested_by=user, parent_run=run, forked_from_checkpoint=checkpoint_id,
+            agent=run.agent,
+            graph_version=_checkpoint_version(run) or run.graph_version,
+            input=run.input,
+            requested_by=user,
+            parent_run=run,
+            forked_from_checkpoint=checkpoint_id,
         )
         child.thread_id = str(child.id)
         child.save(force_insert=True)
         event_record(
-            action="run.forked", actor=user, run_id=child.id, request=request,
-            data={"parent_run": str(run.pk), "checkpoint_id": checkpoint_id,
-                  "step": history[index]["step"], "next": list(snapshot.next)},
+            action="run.forked",
+            actor=user,
+            run_id=child.id,
+            request=request,
+            data={
+                "parent_run": str(run.pk),
+                "checkpoint_id": checkpoint_id,
+                "step": history[index]["step"],
+                "next": list(snapshot.next),
+            },
         )
         if index > 0:
             last_nodes = history[index]["nodes"]
             as_node = last_nodes[0] if last_nodes and last_nodes[0] in graph.nodes else None
             graph.update_state(
-                thread_config(child, version=child.graph_version), dict(snapshot.values),
+                thread_config(child, version=child.graph_version),
+                dict(snapshot.values),
                 as_node=as_node,
             )
         approval_services.run_advance_enqueue(run_id=child.id)
     return child
 
 
-def run_state_view_audit(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = None) -> None:
+def run_state_view_audit(
+    *, run: AgentRun, checkpoint_id: str, user: Any, request: Any = None
+) -> None:
     """Time travel is audited: record who looked at which step."""
     with transaction.atomic():
-        event_record(action="run.state_viewed", actor=user, run_id=run.pk, request=request,
-                     data={"checkpoint_id": checkpoint_id})
+        event_record(
+            action="run.state_viewed",
+            actor=user,
+            run_id=run.pk,
+            request=request,
+            data={"checkpoint_id": checkpoint_id},
+        )

@@ -72,7 +72,12 @@ def run_start_idempotent(
         with transaction.atomic():
             claim = RunStartKey.objects.create(user=user, key=key, request_hash=body_hash)
     except IntegrityError:
-        claim = RunStartKey.objects.get(user=user, key=key)
+        claim = RunStartKey.objects.filter(user=user, key=key).first()
+        if claim is None:  # the first request failed and freed the key just now
+            raise IdempotencyInFlight(
+                "A request with this Idempotency-Key just finished; retry.",
+                errors={"Idempotency-Key": "first request still in flight; retry later"},
+            ) from None
         if claim.request_hash != body_hash:
             raise IdempotencyMismatch(
                 "This Idempotency-Key was used with another request body.",
@@ -85,7 +90,16 @@ def run_start_idempotent(
                 "A request with this Idempotency-Key is still in flight.",
                 errors={"Idempotency-Key": "first request still in flight; retry later"},
             ) from None
-        # The first request died before creating its run: take the key over.
+        # The first request died before creating its run: take the key over, atomically, so
+        # two retries racing for a stale key cannot both create a run.
+        taken = RunStartKey.objects.filter(
+            pk=claim.pk, run__isnull=True, created_at=claim.created_at
+        ).update(created_at=timezone.now())
+        if not taken:
+            raise IdempotencyInFlight(
+                "A request with this Idempotency-Key is still in flight.",
+                errors={"Idempotency-Key": "first request still in flight; retry later"},
+            ) from None
     try:
         run = run_start(agent=agent, input=input, user=user, request=request)
     except RunStartError:

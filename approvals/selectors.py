@@ -32,7 +32,9 @@ def approval_list(
         qs = qs.filter(run_id=run_id)
     if q:
         qs = qs.filter(
-            Q(tool__icontains=q) | Q(run__agent__icontains=q) | Q(run__requested_by__username__icontains=q)
+            Q(tool__icontains=q)
+            | Q(run__agent__icontains=q)
+            | Q(run__requested_by__username__icontains=q)
         )
     return qs.order_by("expires_at", "id")
 
@@ -47,7 +49,9 @@ def approval_list_pending(
     q: str | None = None,
 ) -> QuerySet[ApprovalRequest]:
     """Pending, unexpired approvals, soonest expiry first; ``mine`` keeps those ``user`` may decide."""
-    qs = approval_list(status=ApprovalRequest.Status.PENDING, tier=tier, agent=agent, tool=tool, q=q)
+    qs = approval_list(
+        status=ApprovalRequest.Status.PENDING, tier=tier, agent=agent, tool=tool, q=q
+    )
     qs = qs.filter(expires_at__gt=timezone.now())
     if mine:
         if not user.has_perm("approvals.decide"):
@@ -81,4 +85,6 @@ def run_approvals(*, run: AgentRun) -> QuerySet[ApprovalRequest]:
 
 def run_decided_pending_interrupts(*, run: AgentRun) -> QuerySet[ApprovalRequest]:
     """Approvals of this run that are decided (or expired with a default decision)."""
-    return run.approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by("interrupt_id", "action_index")
+    return run.approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by(
+        "interrupt_id", "action_index"
+    )

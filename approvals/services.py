@@ -66,7 +66,9 @@ def run_create(
 ) -> AgentRun:
     """A queued run plus its audit event; the advance is queued on commit."""
     with transaction.atomic():
-        run = AgentRun(agent=agent, graph_version=graph_version, input=input, requested_by=requested_by)
+        run = AgentRun(
+            agent=agent, graph_version=graph_version, input=input, requested_by=requested_by
+        )
         run.thread_id = str(run.id)
         run.save(force_insert=True)
         event_record(
@@ -111,34 +113,57 @@ def run_mark_waiting(*, run: AgentRun) -> AgentRun:
 
 def run_mark_completed(*, run: AgentRun, output: dict[str, Any]) -> AgentRun:
     return _run_transition(
-        run, status=AgentRun.Status.COMPLETED, action="run.completed", data={"output": output},
-        output=output, lease_owner="", lease_expires_at=None,
+        run,
+        status=AgentRun.Status.COMPLETED,
+        action="run.completed",
+        data={"output": output},
+        output=output,
+        lease_owner="",
+        lease_expires_at=None,
     )
 
 
 def run_mark_failed(*, run: AgentRun, error: str, dead: bool) -> AgentRun:
     status = AgentRun.Status.DEAD if dead else AgentRun.Status.FAILED
     return _run_transition(
-        run, status=status, action=f"run.{status}", data={"error": error},
-        error=error, lease_owner="", lease_expires_at=None,
+        run,
+        status=status,
+        action=f"run.{status}",
+        data={"error": error},
+        error=error,
+        lease_owner="",
+        lease_expires_at=None,
     )
 
 
 def run_record_failure(*, run: AgentRun, error: str, retry_in: float) -> AgentRun:
     """A retryable failure: count it and keep the run queued for another attempt."""
     return _run_transition(
-        run, status=AgentRun.Status.QUEUED, action="run.retrying",
-        data={"error": error, "retry_in_seconds": round(retry_in, 2),
-              "failure_count": run.failure_count + 1},
-        error=error, failure_count=run.failure_count + 1, lease_owner="", lease_expires_at=None,
+        run,
+        status=AgentRun.Status.QUEUED,
+        action="run.retrying",
+        data={
+            "error": error,
+            "retry_in_seconds": round(retry_in, 2),
+            "failure_count": run.failure_count + 1,
+        },
+        error=error,
+        failure_count=run.failure_count + 1,
+        lease_owner="",
+        lease_expires_at=None,
     )
 
 
 def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
     """Refuse to resume and say why (invariant 8); a person must look."""
     return _run_transition(
-        run, status=run.status, action="run.flagged", data={"reason": reason}, flag=reason,
-        lease_owner="", lease_expires_at=None,
+        run,
+        status=run.status,
+        action="run.flagged",
+        data={"reason": reason},
+        flag=reason,
+        lease_owner="",
+        lease_expires_at=None,
     )
 
 
@@ -152,7 +177,9 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
         locked.finished_at = timezone.now()
         locked.save()
         closed = list(
-            locked.approvals.filter(status=ApprovalRequest.Status.PENDING).values_list("id", flat=True)
+            locked.approvals.filter(status=ApprovalRequest.Status.PENDING).values_list(
+                "id", flat=True
+            )
         )
         locked.approvals.filter(id__in=closed).update(
             status=ApprovalRequest.Status.EXPIRED,
@@ -161,8 +188,11 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
             decision={"decision": "reject", "message": "run cancelled", "by": "system:cancel"},
         )
         event_record(
-            action="run.cancelled", actor=user, run_id=locked.id,
-            data={"closed_approvals": closed}, request=request,
+            action="run.cancelled",
+            actor=user,
+            run_id=locked.id,
+            data={"closed_approvals": closed},
+            request=request,
         )
     return locked
 
@@ -179,7 +209,9 @@ def run_budget_add(*, run: AgentRun, steps: int = 0, tokens: int = 0) -> None:
 # --- approvals -----------------------------------------------------------------------------
 
 
-def approval_requests_sync(*, run: AgentRun, requests: list[dict[str, Any]]) -> list[ApprovalRequest]:
+def approval_requests_sync(
+    *, run: AgentRun, requests: list[dict[str, Any]]
+) -> list[ApprovalRequest]:
     """One ApprovalRequest per pending interrupt action; creates only what is missing.
 
     Each item: interrupt_id, action_index, tool, args, payload, tier, allowed_decisions,
@@ -245,7 +277,9 @@ def approval_decide(
         raise DecisionForbidden(reason)
     resume_args = _decision_args(approval=approval, decision=decision, args=args, message=message)
     with transaction.atomic():
-        locked = ApprovalRequest.objects.select_for_update().select_related("run").get(pk=approval.pk)
+        locked = (
+            ApprovalRequest.objects.select_for_update().select_related("run").get(pk=approval.pk)
+        )
         if locked.status != ApprovalRequest.Status.PENDING:
             by = locked.decided_by_label or "someone"
             raise DecisionConflict(
@@ -256,7 +290,8 @@ def approval_decide(
         if seen_hash != locked.payload_hash:
             raise DecisionConflict(
                 "The action changed since you loaded it; reload and review it again.",
-                reason="hash_mismatch", approval=locked,
+                reason="hash_mismatch",
+                approval=locked,
             )
         value = {
             "decision": decision,
@@ -270,7 +305,9 @@ def approval_decide(
         locked.decided_by_label = user.get_username()
         locked.decided_at = timezone.now()
         locked.decision = value
-        locked.save(update_fields=["status", "decided_by", "decided_by_label", "decided_at", "decision"])
+        locked.save(
+            update_fields=["status", "decided_by", "decided_by_label", "decided_at", "decision"]
+        )
         event_record(
             action="approval.decided",
             actor=user,
@@ -305,18 +342,25 @@ def _decision_args(
     if decision not in allowed:
         raise DecisionInvalid(
             "Decision not allowed here.",
-            errors={"decision": f"{decision!r} is not allowed for this approval ({', '.join(allowed)})"},
+            errors={
+                "decision": f"{decision!r} is not allowed for this approval ({', '.join(allowed)})"
+            },
         )
     if decision == "respond" and not message.strip():
-        raise DecisionInvalid("A response needs a message.", errors={"message": "required to respond"})
+        raise DecisionInvalid(
+            "A response needs a message.", errors={"message": "required to respond"}
+        )
     if decision != "edit":
         if args is not None and args != approval.args:
             raise DecisionInvalid(
-                "Args can only change with an edit.", errors={"args": "only allowed with decision 'edit'"}
+                "Args can only change with an edit.",
+                errors={"args": "only allowed with decision 'edit'"},
             )
         return approval.args
     if not isinstance(args, dict):
-        raise DecisionInvalid("An edit needs the edited args.", errors={"args": "required to edit (an object)"})
+        raise DecisionInvalid(
+            "An edit needs the edited args.", errors={"args": "required to edit (an object)"}
+        )
     errors = args_errors(schema=approval.payload.get("args_schema"), args=args)
     if errors:
         raise DecisionInvalid("The edited args are not valid.", errors=errors)

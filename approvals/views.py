@@ -235,6 +235,7 @@ def _detail_context(
         "quorum": {
             "required": QUORUM_REQUIRED,
             "received": 1 if approved else 0,
+            "missing": 0 if approved else QUORUM_REQUIRED,
             "approvers": [approval.decided_by_label] if approved else [],
         },
     }

@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,73 +15,137 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AgentRun',
+            name="AgentRun",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('thread_id', models.CharField(max_length=64, unique=True)),
-                ('agent', models.CharField(db_index=True, max_length=100)),
-                ('graph_version', models.CharField(max_length=40)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('waiting', 'Waiting'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('dead', 'Dead')], default='queued', max_length=12)),
-                ('input', models.JSONField(default=dict)),
-                ('output', models.JSONField(blank=True, default=dict)),
-                ('error', models.TextField(blank=True)),
-                ('flag', models.CharField(blank=True, max_length=200)),
-                ('resume_count', models.PositiveIntegerField(default=0)),
-                ('failure_count', models.PositiveIntegerField(default=0)),
-                ('steps_used', models.PositiveIntegerField(default=0)),
-                ('tokens_used', models.PositiveIntegerField(default=0)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('lease_owner', models.CharField(blank=True, max_length=100)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('requested_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='agent_runs', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("thread_id", models.CharField(max_length=64, unique=True)),
+                ("agent", models.CharField(db_index=True, max_length=100)),
+                ("graph_version", models.CharField(max_length=40)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("waiting", "Waiting"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("dead", "Dead"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                ("input", models.JSONField(default=dict)),
+                ("output", models.JSONField(blank=True, default=dict)),
+                ("error", models.TextField(blank=True)),
+                ("flag", models.CharField(blank=True, max_length=200)),
+                ("resume_count", models.PositiveIntegerField(default=0)),
+                ("failure_count", models.PositiveIntegerField(default=0)),
+                ("steps_used", models.PositiveIntegerField(default=0)),
+                ("tokens_used", models.PositiveIntegerField(default=0)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("lease_owner", models.CharField(blank=True, max_length=100)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="agent_runs",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ApprovalRequest',
+            name="ApprovalRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('interrupt_id', models.CharField(max_length=64)),
-                ('action_index', models.PositiveSmallIntegerField(default=0)),
-                ('tool', models.CharField(db_index=True, max_length=100)),
-                ('args', models.JSONField(default=dict)),
-                ('payload', models.JSONField(default=dict)),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('tier', models.CharField(db_index=True, default='write', max_length=40)),
-                ('allowed_decisions', models.JSONField(default=list)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('approved', 'Approved'), ('edited', 'Edited'), ('rejected', 'Rejected'), ('responded', 'Responded'), ('expired', 'Expired')], default='pending', max_length=10)),
-                ('decided_by_label', models.CharField(blank=True, max_length=150)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('decision', models.JSONField(blank=True, default=dict)),
-                ('expires_at', models.DateTimeField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='decided_approvals', to=settings.AUTH_USER_MODEL)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='approvals', to='approvals.agentrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("interrupt_id", models.CharField(max_length=64)),
+                ("action_index", models.PositiveSmallIntegerField(default=0)),
+                ("tool", models.CharField(db_index=True, max_length=100)),
+                ("args", models.JSONField(default=dict)),
+                ("payload", models.JSONField(default=dict)),
+                ("payload_hash", models.CharField(max_length=64)),
+                ("tier", models.CharField(db_index=True, default="write", max_length=40)),
+                ("allowed_decisions", models.JSONField(default=list)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("approved", "Approved"),
+                            ("edited", "Edited"),
+                            ("rejected", "Rejected"),
+                            ("responded", "Responded"),
+                            ("expired", "Expired"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("decided_by_label", models.CharField(blank=True, max_length=150)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("decision", models.JSONField(blank=True, default=dict)),
+                ("expires_at", models.DateTimeField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="decided_approvals",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="approvals",
+                        to="approvals.agentrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['expires_at', 'id'],
-                'permissions': [('decide', 'Can decide approvals')],
+                "ordering": ["expires_at", "id"],
+                "permissions": [("decide", "Can decide approvals")],
             },
         ),
         migrations.AddIndex(
-            model_name='agentrun',
-            index=models.Index(fields=['status', '-created_at'], name='run_status_created'),
+            model_name="agentrun",
+            index=models.Index(fields=["status", "-created_at"], name="run_status_created"),
         ),
         migrations.AddIndex(
-            model_name='agentrun',
-            index=models.Index(fields=['status', 'lease_expires_at'], name='run_status_lease'),
+            model_name="agentrun",
+            index=models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
         ),
         migrations.AddIndex(
-            model_name='approvalrequest',
-            index=models.Index(fields=['status', 'expires_at', 'id'], name='approval_queue'),
+            model_name="approvalrequest",
+            index=models.Index(fields=["status", "expires_at", "id"], name="approval_queue"),
         ),
         migrations.AddConstraint(
-            model_name='approvalrequest',
-            constraint=models.UniqueConstraint(fields=('run', 'interrupt_id', 'action_index'), name='approval_unique_interrupt'),
+            model_name="approvalrequest",
+            constraint=models.UniqueConstraint(
+                fields=("run", "interrupt_id", "action_index"), name="approval_unique_interrupt"
+            ),
         ),
     ]

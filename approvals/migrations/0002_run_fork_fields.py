@@ -5,20 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0001_initial'),
+        ("approvals", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agentrun',
-            name='forked_from_checkpoint',
+            model_name="agentrun",
+            name="forked_from_checkpoint",
             field=models.CharField(blank=True, max_length=64),
         ),
         migrations.AddField(
-            model_name='agentrun',
-            name='parent_run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='forks', to='approvals.agentrun'),
+            model_name="agentrun",
+            name="parent_run",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="forks",
+                to="approvals.agentrun",
+            ),
         ),
     ]

@@ -1,0 +1,37 @@
+"""Admin for the effects ledger and the sandbox systems (labelled as sandboxes)."""
+
+from django.contrib import admin
+
+from agents.models import (
+    Effect,
+    SandboxDeploy,
+    SandboxInventoryMovement,
+    SandboxNotification,
+    SandboxPayment,
+    SandboxTicket,
+)
+
+
+@admin.register(Effect)
+class EffectAdmin(admin.ModelAdmin):
+    list_display = ("key", "tool", "status", "run", "attempts", "created_at")
+    list_filter = ("status", "tool")
+    search_fields = ("key", "tool", "run__id")
+    readonly_fields = [f.name for f in Effect._meta.fields]
+
+
+class SandboxAdmin(admin.ModelAdmin):
+    readonly_fields = ("idempotency_key", "created_at")
+    search_fields = ("idempotency_key",)
+
+
+for model, columns in [
+    (SandboxTicket, ("id", "title", "service", "severity", "status", "created_at")),
+    (SandboxDeploy, ("service", "version", "previous_version", "is_rollback", "deployed_at")),
+    (SandboxPayment, ("order_id", "kind", "amount", "currency", "created_at")),
+    (SandboxInventoryMovement, ("sku", "delta", "reason", "created_at")),
+    (SandboxNotification, ("channel", "recipient", "created_at")),
+]:
+    admin.site.register(
+        model, type(f"{model.__name__}Admin", (SandboxAdmin,), {"list_display": columns})
+    )

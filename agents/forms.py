@@ -1,0 +1,65 @@
+"""Forms of the run pages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from agents.registry import agent_list
+from approvals.models import AgentRun
+
+
+def _agent_choices() -> list[tuple[str, str]]:
+    return [(spec.name, spec.name) for spec in agent_list()]
+
+
+class RunFilterForm(forms.Form):
+    status = forms.ChoiceField(label="Status", required=False)
+    agent = forms.ChoiceField(label="Agent", required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", "Any status"), *AgentRun.Status.choices]
+        self.fields["agent"].choices = [("", "Any agent"), *_agent_choices()]
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data if self.is_valid() else {}
+        return {"status": data.get("status") or None, "agent": data.get("agent") or None}
+
+
+class RunStartForm(forms.Form):
+    agent = forms.ChoiceField(label="Agent")
+    input = forms.CharField(
+        label="Input (JSON object)",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "mono", "spellcheck": "false"}),
+        help_text="Validated against the agent's input schema before the run starts.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = _agent_choices()
+
+    def clean_input(self) -> dict[str, Any]:
+        try:
+            value = json.loads(self.cleaned_data["input"])
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("The input must be a JSON object.")
+        return value
+
+    def add_start_errors(self, errors: dict[str, str]) -> None:
+        """Attach RunStartError.errors ("agent", "input", "input.<field>") to the fields."""
+        for key, message in errors.items():
+            if key == "agent":
+                self.add_error("agent", message)
+            elif key == "input":
+                self.add_error("input", message)
+            elif key.startswith("input."):
+                self.add_error("input", f"{key.removeprefix('input.')}: {message}")
+            else:
+                self.add_error(None, message)

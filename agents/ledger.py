@@ -1,0 +1,401 @@
+"""The effects ledger: every side effect runs exactly once per idempotency key (invariant 1).
+
+``effect_execute`` claims the key with one insert on the unique constraint, calls the downstream
+system outside any transaction (invariant 9) with the same key, then records the result. A
+retry, a replay or a second worker finds the claimed row and either returns the stored result
+or finishes the call, which the downstream dedupes on the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, connections, transaction
+from django.db.models import F
+
+from agents.models import Effect
+from agents.tools import tool_get
+from approvals.models import ApprovalRequest
+from audit.canonical import canonical_json, payload_hash
+from audit.services import event_record
+
+logger = logging.getLogger(__name__)
+
+# Backoff between attempts: RETRY_BASE_DELAY_S * 2**n, plus up to 50 % jitter, capped.
+# Tests patch the base to keep retries fast.
+RETRY_BASE_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 30.0
+ACTOR = "system:ledger"
+
+
+class ToolError(Exception):
+    """A downstream call failed in a way that retrying will not fix (a 4xx)."""
+
+    status: int = 400
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class RetryableToolError(ToolError):
+    """A downstream call failed transiently (429, 5xx, timeout): retry with the same key."""
+
+    status = 503
+
+
+class ToolTimeout(RetryableToolError):
+    """The downstream did not answer within settings.TOOL_TIMEOUT_SECONDS."""
+
+    status = 504
+
+
+class LedgerError(Exception):
+    """The ledger refuses to run this effect."""
+
+
+class EffectConflict(LedgerError):
+    """The key was already used for another tool or other args."""
+
+
+class EffectArgsMismatch(LedgerError):
+    """The args about to run differ from the args a person approved (invariant 5)."""
+
+
+class CompensationFailed(LedgerError):
+    """Some effects could not be undone; the others were (see ``.compensated``)."""
+
+    def __init__(self, message: str, *, compensated: list[Effect], failed: list[str]) -> None:
+        super().__init__(message)
+        self.compensated = compensated
+        self.failed = failed
+
+
+def effect_execute(
+    *,
+    run_id: str,
+    key: str,
+    tool: str,
+    args: dict[str, Any],
+    approval_id: int | None = None,
+    approved_args: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run ``tool`` with ``args`` once for ``key`` and return its (stored) result.
+
+    With ``approval_id``, the approval's final args must equal ``approved_args`` (default
+    ``args``; a saga step passes the args of the call that was approved).
+    """
+    return _execute(
+        run_id=run_id,
+        key=key,
+        tool=tool,
+        args=args,
+        approval_id=approval_id,
+        approved_args=args if approved_args is None else approved_args,
+        compensates=None,
+    )
+
+
+def effect_compensate(*, effect: Effect) -> Effect | None:
+    """Undo a succeeded effect with its tool's compensating tool, exactly once.
+
+    Returns the compensation effect, or None when the tool has no compensation or the
+    effect never succeeded.
+    """
+    spec = tool_get(effect.tool)
+    if not spec.compensate_with:
+        return None
+    effect.refresh_from_db()
+    if effect.status not in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
+        return None
+    comp_args = (
+        spec.compensation_args(effect.args, effect.result)
+        if spec.compensation_args
+        else dict(effect.args)
+    )
+    comp_key = f"{effect.key}:compensate"
+    _execute(
+        run_id=str(effect.run_id),
+        key=comp_key,
+        tool=spec.compensate_with,
+        args=comp_args,
+        approval_id=None,
+        approved_args=comp_args,
+        compensates=effect,
+    )
+    compensation = Effect.objects.get(key=comp_key)
+    with transaction.atomic(durable=True):
+        marked = Effect.objects.filter(pk=effect.pk, status=Effect.Status.SUCCEEDED).update(
+            status=Effect.Status.COMPENSATED
+        )
+        if marked:
+            event_record(
+                action="effect.compensated",
+                actor=ACTOR,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={
+                    "key": effect.key,
+                    "compensation_key": comp_key,
+                    "compensation_tool": spec.compensate_with,
+                    "args": comp_args,
+                    "result": compensation.result,
+                },
+            )
+    effect.refresh_from_db()
+    return compensation
+
+
+def run_compensate(*, run_id: str) -> list[Effect]:
+    """Compensate every succeeded, not yet compensated effect of the run, newest first.
+
+    One compensation failing does not stop the others; ``CompensationFailed`` then lists the
+    keys left as they were (each failure is also an "effect.failed" audit event).
+    """
+    effects = Effect.objects.filter(
+        run_id=run_id, status=Effect.Status.SUCCEEDED, compensates__isnull=True
+    ).order_by("-created_at", "-id")
+    done: list[Effect] = []
+    failed: list[str] = []
+    for effect in list(effects):
+        try:
+            compensation = effect_compensate(effect=effect)
+        except ToolError as exc:
+            logger.warning("compensation of %s failed: %s", effect.key, exc)
+            failed.append(effect.key)
+            continue
+        if compensation is not None:
+            done.append(compensation)
+    if failed:
+        raise CompensationFailed(
+            f"could not compensate {', '.join(failed)}", compensated=done, failed=failed
+        )
+    return done
+
+
+def effect_get(*, key: str) -> Effect | None:
+    return Effect.objects.filter(key=key).first()
+
+
+# --- internals ---------------------------------------------------------------------------------
+
+
+def _execute(
+    *,
+    run_id: str,
+    key: str,
+    tool: str,
+    args: dict[str, Any],
+    approval_id: int | None,
+    approved_args: dict[str, Any],
+    compensates: Effect | None,
+) -> dict[str, Any]:
+    spec = tool_get(tool)
+    args = _json(args)
+    fingerprint = payload_hash(args)
+    if approval_id is not None:
+        _check_approved_args(approval_id=approval_id, args=_json(approved_args))
+
+    effect = _claim(
+        run_id=run_id,
+        key=key,
+        tool=tool,
+        args=args,
+        fingerprint=fingerprint,
+        approval_id=approval_id,
+        compensates=compensates,
+    )
+    if effect.status in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
+        return effect.result
+
+    attempts = 0
+    max_attempts = settings.TOOL_MAX_RETRIES + 1
+    while True:
+        attempts += 1
+        try:
+            result = _call_with_timeout(spec.run, args, key, settings.TOOL_TIMEOUT_SECONDS)
+        except RetryableToolError as exc:
+            if attempts >= max_attempts:
+                _fail(effect, exc, attempts=attempts, args=args)
+                raise
+            delay = _backoff_delay(attempts)
+            logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
+            time.sleep(delay)
+        except Exception as exc:
+            # Non-retryable: a 4xx from the downstream or a bug in the tool.
+            _fail(effect, exc, attempts=attempts, args=args)
+            raise
+        else:
+            return _succeed(effect, _json(result), attempts=attempts, args=args)
+
+
+def _claim(
+    *,
+    run_id: str,
+    key: str,
+    tool: str,
+    args: dict[str, Any],
+    fingerprint: str,
+    approval_id: int | None,
+    compensates: Effect | None,
+) -> Effect:
+    """Insert the claim, or load the existing row for this key and check it is the same call."""
+    try:
+        with transaction.atomic(durable=True):
+            effect = Effect.objects.create(
+                key=key,
+                run_id=run_id,
+                tool=tool,
+                args=args,
+                args_fingerprint=fingerprint,
+                approval_id=approval_id,
+                compensates=compensates,
+                status=Effect.Status.CLAIMED,
+            )
+            event_record(
+                action="effect.claimed",
+                actor=ACTOR,
+                run_id=run_id,
+                approval_id=approval_id,
+                tool=tool,
+                data={"key": key, "args": args, "args_fingerprint": fingerprint},
+            )
+            return effect
+    except IntegrityError:
+        pass
+    effect = Effect.objects.get(key=key)
+    if effect.tool != tool or effect.args_fingerprint != fingerprint:
+        raise EffectConflict(
+            f"key {key!r} was used for {effect.tool} with other args "
+            f"(fingerprint {effect.args_fingerprint[:12]}, now {fingerprint[:12]})"
+        )
+    if effect.status == Effect.Status.FAILED:
+        # Try again with the same key: the downstream dedupes, and a persistent error recurs.
+        with transaction.atomic(durable=True):
+            reclaimed = Effect.objects.filter(pk=effect.pk, status=Effect.Status.FAILED).update(
+                status=Effect.Status.CLAIMED, error=""
+            )
+            if reclaimed:
+                event_record(
+                    action="effect.claimed",
+                    actor=ACTOR,
+                    run_id=effect.run_id,
+                    approval_id=effect.approval_id,
+                    tool=tool,
+                    data={"key": key, "args_fingerprint": fingerprint, "after_failure": True},
+                )
+        effect.refresh_from_db()
+    return effect
+
+
+def _succeed(
+    effect: Effect, result: dict[str, Any], *, attempts: int, args: dict[str, Any]
+) -> dict[str, Any]:
+    with transaction.atomic(durable=True):
+        updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
+            status=Effect.Status.SUCCEEDED, result=result, attempts=F("attempts") + attempts
+        )
+        if updated:
+            event_record(
+                action="effect.succeeded",
+                actor=ACTOR,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={
+                    "key": effect.key,
+                    "tool": effect.tool,
+                    "args": args,
+                    "result": result,
+                    "approval_id": effect.approval_id,
+                    "attempts": attempts,
+                },
+            )
+    effect.refresh_from_db()
+    # Someone else finished the row first: theirs is the stored result.
+    return effect.result
+
+
+def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, Any]) -> None:
+    error = f"{type(exc).__name__}: {exc}"
+    with transaction.atomic(durable=True):
+        updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
+            status=Effect.Status.FAILED, error=error, attempts=F("attempts") + attempts
+        )
+        if updated:
+            event_record(
+                action="effect.failed",
+                actor=ACTOR,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={
+                    "key": effect.key,
+                    "tool": effect.tool,
+                    "args": args,
+                    "error": error,
+                    "retryable": isinstance(exc, RetryableToolError),
+                    "attempts": attempts,
+                },
+            )
+
+
+def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
+    approval = ApprovalRequest.objects.get(pk=approval_id)
+    if approval.status not in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED):
+        raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
+    decision = approval.decision or {}
+    approved = decision["args"] if decision.get("args") is not None else approval.args
+    if payload_hash(_json(approved)) != payload_hash(args):
+        raise EffectArgsMismatch(
+            f"args differ from the args approved in approval {approval_id}: "
+            f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"
+        )
+
+
+def _call_with_timeout(func: Any, args: dict[str, Any], key: str, timeout: float) -> dict[str, Any]:
+    """Call the downstream, giving up after ``timeout`` seconds (retryable, same key).
+
+    The call runs in a helper thread so a hung downstream cannot hold the run; a late answer
+    is harmless because the next attempt uses the same key. Inside an open transaction (only
+    a test case's, since the ledger's own blocks are durable) another thread could not see
+    the caller's uncommitted rows, so the call runs inline there.
+    """
+    if connection.in_atomic_block:
+        return func(args, key)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="effect")
+    future = pool.submit(_in_thread, func, args, key)
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        raise ToolTimeout(f"no answer within {timeout:g}s") from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _in_thread(func: Any, args: dict[str, Any], key: str) -> dict[str, Any]:
+    try:
+        return func(args, key)
+    finally:
+        # This helper thread opened its own connection; do not leave it behind.
+        connections.close_all()
+
+
+def _backoff_delay(attempt: int) -> float:
+    base = RETRY_BASE_DELAY_S * (2 ** (attempt - 1))
+    return min(RETRY_MAX_DELAY_S, base * (1 + random.random() * 0.5))
+
+
+def _json(value: Any) -> Any:
+    """The value as the database will give it back (Decimal -> str, tuples -> lists)."""
+    import json
+
+    return json.loads(canonical_json(value))

@@ -1,0 +1,193 @@
+"""Run pages: list, start, detail with its timeline, cancel, and time travel."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from agents import runner, services
+from agents.api import user_may_cancel
+from agents.forms import RunFilterForm, RunStartForm
+from agents.models import (
+    SandboxDeploy,
+    SandboxInventoryMovement,
+    SandboxNotification,
+    SandboxPayment,
+    SandboxTicket,
+)
+from agents.registry import agent_list
+from approvals.models import AgentRun
+from approvals.selectors import run_approvals, run_get, run_list
+from approvals.views import keyset_page, user_may_view_all, user_may_view_run
+from audit.models import AuditEvent
+from audit.selectors import event_filter
+
+log = logging.getLogger(__name__)
+
+TIME_TRAVEL_PERMISSION = "agents.time_travel"
+SANDBOX_SYSTEMS: tuple[tuple[str, type], ...] = (
+    ("Tickets", SandboxTicket),
+    ("Deploys", SandboxDeploy),
+    ("Payments", SandboxPayment),
+    ("Inventory", SandboxInventoryMovement),
+    ("Notifications", SandboxNotification),
+)
+
+
+def _visible_run(request: HttpRequest, pk: Any) -> AgentRun:
+    try:
+        run = run_get(run_id=pk)
+    except AgentRun.DoesNotExist:
+        raise Http404("No such run.") from None
+    if not user_may_view_run(user=request.user, run=run):
+        raise Http404("No such run.")
+    return run
+
+
+def _time_travel_allowed(request: HttpRequest) -> bool:
+    return request.user.has_perm(TIME_TRAVEL_PERMISSION)
+
+
+def _sandbox_rows(run: AgentRun) -> list[dict[str, Any]]:
+    """Rows the sandbox systems hold for this run (their idempotency keys start with the thread)."""
+    rows: list[dict[str, Any]] = []
+    for system, model in SANDBOX_SYSTEMS:
+        for row in model.objects.filter(idempotency_key__startswith=f"{run.thread_id}:"):
+            rows.append({"system": system, "row": row, "key": row.idempotency_key})
+    return rows
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def run_list_view(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET or None)
+    runs = run_list(**form.filters())
+    if not user_may_view_all(request.user):
+        runs = runs.filter(requested_by=request.user)
+    page = keyset_page(
+        runs, cursor=request.GET.get("cursor"), fields=("created_at", "id"), descending=True
+    )
+    context = {"form": form, "page": page, "runs": page.items}
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "agents/run_list.html#run-table", context)
+    return render(request, "agents/run_list.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def run_new(request: HttpRequest) -> HttpResponse:
+    specs = agent_list()
+    if request.method == "POST":
+        form = RunStartForm(request.POST)
+        if form.is_valid():
+            try:
+                run = services.run_start(
+                    agent=form.cleaned_data["agent"],
+                    input=form.cleaned_data["input"],
+                    user=request.user,
+                    request=request,
+                )
+            except services.RunStartError as exc:
+                form.add_start_errors(exc.errors or {"": exc.message})
+            else:
+                messages.success(request, f"Started a {run.agent} run.")
+                return redirect("agents:run", pk=run.pk)
+        status = 400
+    else:
+        first = specs[0] if specs else None
+        chosen = next((s for s in specs if s.name == request.GET.get("agent")), first)
+        initial = {}
+        if chosen is not None:
+            initial = {"agent": chosen.name, "input": json.dumps(chosen.example_input, indent=2)}
+        form = RunStartForm(initial=initial)
+        status = 200
+    return render(request, "agents/run_new.html", {"form": form, "specs": specs}, status=status)
+
+
+@require_GET
+@login_required
+def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
+    run = _visible_run(request, pk)
+    history: list[dict[str, Any]] = []
+    history_error = ""
+    try:
+        history = runner.run_history(run=run)
+    except Exception as exc:  # the page must still show the run when its history cannot load
+        log.exception("history of run %s could not be read", run.pk)
+        history_error = f"The step history could not be read ({type(exc).__name__})."
+    effects = list(run.effects.select_related("approval").order_by("created_at", "id"))
+    sandbox = _sandbox_rows(run)
+    sandbox_keys = {item["key"] for item in sandbox}
+    context = {
+        "run": run,
+        "history": history,
+        "history_error": history_error,
+        "approvals": run_approvals(run=run),
+        "effects": [{"effect": e, "sandbox": e.key in sandbox_keys} for e in effects],
+        "sandbox": sandbox,
+        "events": event_filter(AuditEvent.objects.all(), filters={"run": run.pk}).order_by("seq"),
+        "may_cancel": not run.is_terminal and user_may_cancel(user=request.user, run=run),
+        "time_travel": _time_travel_allowed(request),
+    }
+    return render(request, "agents/run_detail.html", context)
+
+
+@require_POST
+@login_required
+def run_cancel_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    run = _visible_run(request, pk)
+    if not user_may_cancel(user=request.user, run=run):
+        raise PermissionDenied("You may not cancel this run.")
+    if run.is_terminal:
+        messages.info(request, f"This run is already {run.status}; nothing to cancel.")
+    else:
+        services.run_cancel(run=run, user=request.user, request=request)
+        messages.success(
+            request, "Run cancelled. Effects it already applied are being compensated."
+        )
+    return redirect("agents:run", pk=run.pk)
+
+
+@require_GET
+@login_required
+def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
+    """The whole state at one checkpoint (time travel; audited)."""
+    if not _time_travel_allowed(request):
+        raise PermissionDenied("Time travel needs its own permission.")
+    run = _visible_run(request, pk)
+    try:
+        step = runner.run_state_at(run=run, checkpoint_id=checkpoint_id)
+    except LookupError:
+        raise Http404("No such step in this run.") from None
+    runner.run_state_view_audit(
+        run=run, checkpoint_id=checkpoint_id, user=request.user, request=request
+    )
+    return render(request, "agents/run_step.html", {"run": run, "step": step})
+
+
+@require_POST
+@login_required
+def run_fork_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    """Re-run from a step as a new branch (a new run; audited by the runner)."""
+    if not _time_travel_allowed(request):
+        raise PermissionDenied("Time travel needs its own permission.")
+    run = _visible_run(request, pk)
+    checkpoint_id = request.POST.get("checkpoint_id", "")
+    try:
+        child = runner.run_fork(
+            run=run, checkpoint_id=checkpoint_id, user=request.user, request=request
+        )
+    except LookupError:
+        raise Http404("No such step in this run.") from None
+    messages.success(request, f"Forked a new run from step {checkpoint_id[:12]}.")
+    return redirect("agents:run", pk=child.pk)

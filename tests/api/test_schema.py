@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+
+def test_schema_documents_every_api_operation(api, db):
+    response = api.get("/api/schema/", {"format": "json"})
+
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    expected = {
+        "/api/auth/token/": {"post"},
+        "/api/agents/": {"get"},
+        "/api/runs/": {"get", "post"},
+        "/api/runs/{run_id}/": {"get"},
+        "/api/runs/{run_id}/cancel/": {"post"},
+        "/api/approvals/": {"get"},
+        "/api/approvals/{approval_id}/": {"get"},
+        "/api/approvals/{approval_id}/decision/": {"post"},
+    }
+    for path, methods in expected.items():
+        assert methods <= set(paths[path]), path
+    decide = paths["/api/approvals/{approval_id}/decision/"]["post"]
+    assert {"200", "400", "403", "409"} <= set(decide["responses"])
+
+
+def test_swagger_page_is_served_from_local_assets(api, db):
+    response = api.get("/api/docs/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "/api/schema/" in html
+    assert "cdn.jsdelivr" not in html

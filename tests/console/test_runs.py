@@ -1,0 +1,227 @@
+"""Run pages: list and filters, the start form, the detail with its timeline, cancel, time travel."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.urls import reverse
+
+from agents import runner
+from agents.models import SandboxTicket
+from approvals.models import AgentRun
+from audit.models import AuditEvent
+from tests.console.conftest import PROBE_AGENT, client_for, make_effect
+
+RUNS = reverse("agents:runs")
+NEW = reverse("agents:run-new")
+
+
+def _run_url(run: AgentRun) -> str:
+    return reverse("agents:run", args=[run.pk])
+
+
+def _history(run: AgentRun) -> list[dict[str, Any]]:
+    return [
+        {
+            "checkpoint_id": "cp-0",
+            "step": -1,
+            "source": "input",
+            "nodes": ["input"],
+            "created_at": "2026-01-05T10:00:00+00:00",
+            "next": ["triage"],
+            "values": {},
+            "changed": {},
+            "interrupts": [],
+        },
+        {
+            "checkpoint_id": "cp-1",
+            "step": 0,
+            "source": "loop",
+            "nodes": ["triage"],
+            "created_at": "2026-01-05T10:00:02+00:00",
+            "next": ["act"],
+            "values": {"summary": "<b>db pool exhausted</b>"},
+            "changed": {"summary": "<b>db pool exhausted</b>"},
+            "interrupts": [],
+        },
+    ]
+
+
+@pytest.fixture
+def history():
+    with mock.patch.object(
+        runner, "run_history", side_effect=lambda *, run: _history(run)
+    ) as patched:
+        yield patched
+
+
+def test_the_run_list_filters_by_status_and_agent(as_bob, make_run, alice):
+    waiting = make_run(requested_by=alice, agent="refund_agent", status="waiting")
+    done = make_run(requested_by=alice, agent="incident_copilot", status="completed")
+    all_runs = as_bob.get(RUNS).content.decode()
+    assert _run_url(waiting) in all_runs and _run_url(done) in all_runs
+    by_status = as_bob.get(RUNS, {"status": "completed"}).content.decode()
+    assert _run_url(done) in by_status and _run_url(waiting) not in by_status
+    by_agent = as_bob.get(RUNS, {"agent": "refund_agent"}).content.decode()
+    assert _run_url(waiting) in by_agent and _run_url(done) not in by_agent
+
+
+def test_the_run_list_shows_people_without_review_rights_only_their_own_runs(make_run, alice, dave):
+    own = make_run(requested_by=dave)
+    other = make_run(requested_by=alice)
+    html = client_for(dave).get(RUNS).content.decode()
+    assert _run_url(own) in html
+    assert _run_url(other) not in html
+
+
+def test_the_run_list_pages_by_keyset(as_bob, make_run, alice):
+    runs = [make_run(requested_by=alice) for _ in range(27)]
+    first = as_bob.get(RUNS).content.decode()
+    cursor = re.search(r'href="/runs/\?cursor=([^"&]+)" rel="next"', first).group(1)
+    second = as_bob.get(RUNS, {"cursor": cursor}).content.decode()
+    for run in runs:
+        assert (_run_url(run) in first) != (_run_url(run) in second)
+
+
+def test_the_start_form_offers_the_agents_with_an_example(as_alice, probe_agent):
+    html = as_alice.get(NEW, {"agent": PROBE_AGENT}).content.decode()
+    assert f'<option value="{PROBE_AGENT}" selected>' in html
+    assert "&quot;service&quot;: &quot;checkout&quot;" in html
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "Not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"service": "checkout", "severity": "sev9"}', "severity:"),
+        ('{"severity": "sev1"}', "service:"),
+    ],
+)
+def test_the_start_form_rejects_bad_input_next_to_the_field(as_alice, probe_agent, raw, message):
+    response = as_alice.post(NEW, {"agent": PROBE_AGENT, "input": raw})
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert not AgentRun.objects.exists()
+
+
+def test_the_start_form_rejects_an_unknown_agent(as_alice, probe_agent):
+    response = as_alice.post(NEW, {"agent": "nobody", "input": "{}"})
+    assert response.status_code == 400
+    assert not AgentRun.objects.exists()
+
+
+def test_the_start_form_starts_a_run(
+    as_alice, alice, probe_agent, queued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = as_alice.post(
+            NEW, {"agent": PROBE_AGENT, "input": '{"service": "checkout", "severity": "sev2"}'}
+        )
+    run = AgentRun.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == _run_url(run)
+    assert run.requested_by == alice and run.agent == PROBE_AGENT and run.status == "queued"
+    assert run.input == {"service": "checkout", "severity": "sev2"}
+    assert queued.call_count == 1
+
+
+def test_the_run_page_shows_its_timeline_approvals_effects_and_events(
+    as_bob, run_of_alice, make_approval, history
+):
+    approval = make_approval(run=run_of_alice)
+    effect = make_effect(
+        run=run_of_alice, status="succeeded", result={"refund": "<script>x</script>"}
+    )
+    SandboxTicket.objects.create(
+        idempotency_key=effect.key, service="checkout", title="Pool exhausted", severity="sev2"
+    )
+    html = as_bob.get(_run_url(run_of_alice)).content.decode()
+    assert "triage" in html and "Step 0" in html
+    assert "&lt;b&gt;db pool exhausted&lt;/b&gt;" in html and "<b>db pool" not in html
+    assert reverse("approvals:detail", args=[approval.pk]) in html
+    assert effect.key in html
+    assert '<span class="badge sandbox">Sandbox</span>' in html
+    assert "TICKET-" in html and "Pool exhausted" in html
+    assert "<script>x</script>" not in html
+    # Without the time-travel permission there is no way into past states.
+    assert "View state at this step" not in html and "Fork from here" not in html
+
+
+def test_the_run_page_survives_a_history_that_cannot_be_read(as_bob, run_of_alice):
+    with mock.patch.object(runner, "run_history", side_effect=RuntimeError("checkpointer down")):
+        response = as_bob.get(_run_url(run_of_alice))
+    assert response.status_code == 200
+    assert "The step history could not be read (RuntimeError)." in response.content.decode()
+
+
+def test_a_stranger_cannot_see_a_run(as_dave, run_of_alice):
+    assert as_dave.get(_run_url(run_of_alice)).status_code == 404
+
+
+def test_the_requester_cancels_a_run_and_its_pending_approvals_close(
+    as_alice, run_of_alice, make_approval, history
+):
+    approval = make_approval(run=run_of_alice)
+    page = as_alice.get(_run_url(run_of_alice)).content.decode()
+    assert reverse("agents:run-cancel", args=[run_of_alice.pk]) in page
+    response = as_alice.post(reverse("agents:run-cancel", args=[run_of_alice.pk]))
+    assert response.status_code == 302
+    run_of_alice.refresh_from_db()
+    approval.refresh_from_db()
+    assert run_of_alice.status == "cancelled"
+    assert approval.status == "expired"
+    assert AuditEvent.objects.filter(action="run.cancelled", run_id=run_of_alice.pk).exists()
+    after = as_alice.get(_run_url(run_of_alice)).content.decode()
+    assert reverse("agents:run-cancel", args=[run_of_alice.pk]) not in after
+
+
+def test_someone_who_may_read_but_not_cancel_is_refused(make_run, alice, dave):
+    run = make_run(requested_by=alice)
+    assert client_for(dave).post(reverse("agents:run-cancel", args=[run.pk])).status_code == 404
+    dave.user_permissions.add(
+        Permission.objects.get(codename="view_approvalrequest", content_type__app_label="approvals")
+    )
+    reader = client_for(User.objects.get(pk=dave.pk))
+    assert reader.get(_run_url(run)).status_code == 200
+    assert reader.post(reverse("agents:run-cancel", args=[run.pk])).status_code == 403
+    run.refresh_from_db()
+    assert run.status == "waiting"
+
+
+def test_time_travel_needs_its_permission(as_bob, run_of_alice, history):
+    step = reverse("agents:run-step", args=[run_of_alice.pk, "cp-1"])
+    fork = reverse("agents:run-fork", args=[run_of_alice.pk])
+    assert as_bob.get(step).status_code == 403
+    assert as_bob.post(fork, {"checkpoint_id": "cp-1"}).status_code == 403
+
+
+def test_viewing_the_state_at_a_step_is_audited(time_traveller, run_of_alice, history):
+    client = client_for(time_traveller)
+    detail = client.get(_run_url(run_of_alice)).content.decode()
+    step_url = reverse("agents:run-step", args=[run_of_alice.pk, "cp-1"])
+    assert step_url in detail and "Fork from here" in detail
+    response = client.get(step_url)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "cp-1" in html and "&lt;b&gt;db pool exhausted&lt;/b&gt;" in html
+    event = AuditEvent.objects.get(action="run.state_viewed", run_id=run_of_alice.pk)
+    assert event.actor_username == "tina" and event.data == {"checkpoint_id": "cp-1"}
+    assert client.get(reverse("agents:run-step", args=[run_of_alice.pk, "nope"])).status_code == 404
+
+
+def test_fork_from_here_opens_the_new_branch(time_traveller, run_of_alice, make_run, history):
+    child = make_run(requested_by=time_traveller, status="queued")
+    with mock.patch.object(runner, "run_fork", return_value=child) as fork:
+        response = client_for(time_traveller).post(
+            reverse("agents:run-fork", args=[run_of_alice.pk]), {"checkpoint_id": "cp-1"}
+        )
+    assert response.status_code == 302
+    assert response["Location"] == _run_url(child)
+    assert fork.call_args.kwargs["checkpoint_id"] == "cp-1"
+    assert fork.call_args.kwargs["run"] == run_of_alice
+    assert fork.call_args.kwargs["user"] == time_traveller
