@@ -1,3 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from audit.api import AuditEventListApi, AuditExportCsvApi, AuditExportJsonlApi, AuditVerifyApi
+
+app_name = "audit_api"
+
+urlpatterns = [
+    path("audit/", AuditEventListApi.as_view(), name="list"),
+    path("audit/verify/", AuditVerifyApi.as_view(), name="verify"),
+    path("audit/export.csv", AuditExportCsvApi.as_view(), name="export_csv"),
+    path("audit/export.jsonl", AuditExportJsonlApi.as_view(), name="export_jsonl"),
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -47,3 +48,44 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("audit events are append-only: delete is refused")
+
+
+class AuditExport(models.Model):
+    """The manifest of one export: enough to check the file against the chain years later."""
+
+    class Format(models.TextChoices):
+        CSV = "csv", "CSV"
+        JSONL = "jsonl", "JSONL"
+
+    class Status(models.TextChoices):
+        STREAMING = "streaming"
+        COMPLETE = "complete"
+
+    created_at = models.DateTimeField(db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="audit_exports",
+    )
+    created_by_label = models.CharField(max_length=150)
+    format = models.CharField(max_length=5, choices=Format.choices)
+    filters = models.JSONField(default=dict, blank=True)
+    # The chain head when the export started; the file holds only events up to it.
+    head_seq = models.BigIntegerField()
+    head_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.STREAMING)
+    row_count = models.BigIntegerField(null=True, blank=True)
+    first_seq = models.BigIntegerField(null=True, blank=True)
+    last_seq = models.BigIntegerField(null=True, blank=True)
+    # sha256 chained over the exported event hashes (see docs/audit.md) and of the file bytes.
+    digest = models.CharField(max_length=64, blank=True)
+    file_sha256 = models.CharField(max_length=64, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"export #{self.pk} ({self.format}, {self.status})"

@@ -2,17 +2,41 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import ipaddress
+import json
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
-from django.db import connection, transaction
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from audit.canonical import canonical_json, sha256_hex
-from audit.models import AuditEvent
+from audit.models import AuditEvent, AuditExport
 
 GENESIS_HASH = "0" * 64
 # Any constant works; it names the one advisory lock that serialises the chain head.
 _CHAIN_LOCK_KEY = 727_001
+COMPLIANCE_GROUP = "compliance"
+
+# The fields the hash covers, in the order exports write them.
+HASHED_FIELDS = (
+    "seq",
+    "at",
+    "actor",
+    "actor_user_id",
+    "actor_username",
+    "action",
+    "run_id",
+    "approval_id",
+    "tool",
+    "data",
+    "ip",
+    "user_agent",
+)
 
 
 def _actor_fields(actor: Any) -> tuple[str, int | None, str]:
@@ -25,27 +49,35 @@ def _actor_fields(actor: Any) -> tuple[str, int | None, str]:
     return f"user:{actor.pk}", actor.pk, username
 
 
-def event_hash(prev_hash: str, row: dict[str, Any]) -> str:
+def event_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     """sha256(prev_hash + canonical JSON of the row)."""
     return sha256_hex(prev_hash + canonical_json(row))
 
 
+def hashed_row(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The hashed fields of an event (model attributes or a .values() dict) in canonical form."""
+    row = {name: values[name] for name in HASHED_FIELDS}
+    if isinstance(row["at"], dt.datetime):
+        row["at"] = row["at"].isoformat()
+    row["run_id"] = str(row["run_id"]) if row["run_id"] else None
+    if row["ip"] is not None:
+        row["ip"] = _ip_text(row["ip"])
+    return row
+
+
 def event_row(event: AuditEvent) -> dict[str, Any]:
     """The fields that the hash covers, in their canonical form."""
-    return {
-        "seq": event.seq,
-        "at": event.at.isoformat(),
-        "actor": event.actor,
-        "actor_user_id": event.actor_user_id,
-        "actor_username": event.actor_username,
-        "action": event.action,
-        "run_id": str(event.run_id) if event.run_id else None,
-        "approval_id": event.approval_id,
-        "tool": event.tool,
-        "data": event.data,
-        "ip": event.ip,
-        "user_agent": event.user_agent,
-    }
+    return hashed_row({name: getattr(event, name) for name in HASHED_FIELDS})
+
+
+def _ip_text(value: Any) -> str | None:
+    # One spelling per address, so the hash does not depend on how the database prints it.
+    if not value:
+        return None
+    try:
+        return str(ipaddress.ip_address(str(value)))
+    except ValueError:
+        return None
 
 
 def _lock_head() -> None:
@@ -53,6 +85,16 @@ def _lock_head() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK_KEY])
     # SQLite: transactions are BEGIN IMMEDIATE (settings), so writers are already serialised.
+
+
+def _head() -> tuple[int, str]:
+    head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
+    return head if head else (0, GENESIS_HASH)
+
+
+def _json_roundtrip(value: Any) -> dict[str, Any]:
+    # The hash must cover exactly what the database will give back.
+    return json.loads(canonical_json(value))
 
 
 def event_record(
@@ -70,35 +112,187 @@ def event_record(
     ip = None
     user_agent = ""
     if request is not None:
-        ip = request.META.get("REMOTE_ADDR") or None
+        ip = _ip_text(request.META.get("REMOTE_ADDR"))
         user_agent = request.META.get("HTTP_USER_AGENT", "")[:300]
     with transaction.atomic():
         _lock_head()
-        head = AuditEvent.objects.order_by("-seq").only("seq", "hash").first()
-        prev_hash = head.hash if head else GENESIS_HASH
+        head_seq, prev_hash = _head()
         event = AuditEvent(
-            seq=(head.seq + 1) if head else 1,
+            seq=head_seq + 1,
             at=timezone.now(),
-            actor=label,
+            actor=label[:200],
             actor_user_id=user_id,
-            actor_username=username,
+            actor_username=username[:150],
             action=action,
-            run_id=run_id,
-            approval_id=approval_id,
-            tool=tool,
-            data=data or {},
+            run_id=uuid.UUID(str(run_id)) if run_id else None,
+            approval_id=int(approval_id) if approval_id is not None else None,
+            tool=tool or "",
+            data=_json_roundtrip(data or {}),
             ip=ip,
             user_agent=user_agent,
             prev_hash=prev_hash,
         )
-        # JSON round trip so the hash covers exactly what the database will give back.
-        event.data = _json_roundtrip(event.data)
         event.hash = event_hash(prev_hash, event_row(event))
         event.save(force_insert=True)
     return event
 
 
-def _json_roundtrip(value: dict[str, Any]) -> dict[str, Any]:
-    import json
+def events_seed(
+    *,
+    count: int,
+    action: str = "run.created",
+    actor: str = "system:seed",
+    tool: str = "",
+    batch_size: int = 5000,
+) -> int:
+    """Append `count` synthetic events fast (COPY on Postgres, executemany on SQLite; the chain
+    is computed here). Tests and benchmarks only: real events go through event_record().
+    Returns the new head seq."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    names = (*HASHED_FIELDS, "prev_hash", "hash")
+    table = conn.ops.quote_name(AuditEvent._meta.db_table)
+    columns = ", ".join(conn.ops.quote_name(AuditEvent._meta.get_field(n).column) for n in names)
+    postgres = conn.vendor == "postgresql"
+    with transaction.atomic(), conn.cursor() as cursor:
+        _lock_head()
+        seq, prev_hash = _head()
+        start = timezone.now()
 
-    return json.loads(canonical_json(value))
+        def rows():
+            nonlocal seq, prev_hash
+            for index in range(count):
+                seq += 1
+                row = {
+                    "seq": seq,
+                    "at": start + dt.timedelta(microseconds=index),
+                    "actor": actor,
+                    "actor_user_id": None,
+                    "actor_username": "",
+                    "action": action,
+                    "run_id": uuid.uuid4(),
+                    "approval_id": None,
+                    "tool": tool,
+                    "data": {"n": index, "note": "seeded event"},
+                    "ip": None,
+                    "user_agent": "",
+                }
+                canonical = hashed_row(row)
+                row["prev_hash"] = prev_hash
+                row["hash"] = prev_hash = event_hash(prev_hash, canonical)
+                # The database forms Django would write for these fields.
+                row["data"] = canonical_json(row["data"])
+                if not postgres:
+                    row["at"] = conn.ops.adapt_datetimefield_value(row["at"])
+                    row["run_id"] = row["run_id"].hex
+                yield [row[name] for name in names]
+
+        if postgres:
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for values in rows():
+                    copy.write_row(values)
+        else:
+            sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(names))})"
+            batch: list[list[Any]] = []
+            for values in rows():
+                batch.append(values)
+                if len(batch) >= batch_size:
+                    cursor.executemany(sql, batch)
+                    batch = []
+            if batch:
+                cursor.executemany(sql, batch)
+    return seq
+
+
+# --- exports ---------------------------------------------------------------------------------
+
+
+def export_start(
+    *, user: Any, format: str, filters: Mapping[str, str], request: Any = None
+) -> AuditExport:
+    """Open an export's manifest at the current chain head and audit it ("export.created")."""
+    with transaction.atomic():
+        _lock_head()
+        head_seq, head_hash = _head()
+        export = AuditExport.objects.create(
+            created_at=timezone.now(),
+            created_by=user,
+            created_by_label=user.get_username(),
+            format=format,
+            filters=dict(filters),
+            head_seq=head_seq,
+            head_hash=head_hash,
+        )
+        event_record(
+            action="export.created",
+            actor=user,
+            data={
+                "export_id": export.pk,
+                "format": format,
+                "filters": dict(filters),
+                "head_seq": head_seq,
+                "head_hash": head_hash,
+            },
+            request=request,
+        )
+    return export
+
+
+def export_complete(
+    *,
+    export: AuditExport,
+    row_count: int,
+    first_seq: int | None,
+    last_seq: int | None,
+    digest: str,
+    file_sha256: str,
+) -> AuditExport:
+    """Fill the manifest once the file is written and put its digests in the chain."""
+    with transaction.atomic():
+        export.row_count = row_count
+        export.first_seq = first_seq
+        export.last_seq = last_seq
+        export.digest = digest
+        export.file_sha256 = file_sha256
+        export.status = AuditExport.Status.COMPLETE
+        export.completed_at = timezone.now()
+        export.save(
+            update_fields=[
+                "row_count",
+                "first_seq",
+                "last_seq",
+                "digest",
+                "file_sha256",
+                "status",
+                "completed_at",
+            ]
+        )
+        event_record(
+            action="export.completed",
+            actor=export.created_by or f"system:export-{export.pk}",
+            data={
+                "export_id": export.pk,
+                "format": export.format,
+                "row_count": row_count,
+                "first_seq": first_seq,
+                "last_seq": last_seq,
+                "digest": digest,
+                "file_sha256": file_sha256,
+            },
+        )
+    return export
+
+
+# --- access ----------------------------------------------------------------------------------
+
+
+def compliance_group_ensure(*, using: str = "default") -> Group:
+    """The "compliance" group with audit.view_audit (also recreated after a test flush)."""
+    content_type = ContentType.objects.db_manager(using).get_for_model(AuditEvent)
+    permission, _ = Permission.objects.using(using).get_or_create(
+        content_type=content_type,
+        codename="view_audit",
+        defaults={"name": "Can view and export the whole audit trail"},
+    )
+    group, _ = Group.objects.using(using).get_or_create(name=COMPLIANCE_GROUP)
+    group.permissions.add(permission)
+    return group

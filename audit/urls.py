@@ -1,3 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from audit import views
+
+app_name = "audit"
+
+urlpatterns = [
+    path("", views.audit_log, name="log"),
+    path("events/<int:seq>/", views.event_detail, name="event"),
+    path("exports/", views.export_manifest, name="exports"),
+    path("verify/", views.chain_verify, name="verify"),
+]

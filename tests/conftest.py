@@ -6,14 +6,21 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
+# Lets the test flush empty the append-only audit table (see tests/audit_purge.py).
+pytest_plugins = ["tests.audit_purge"]
+
 
 def _user(username: str, *groups: Group, perms: tuple[str, ...] = ()) -> User:
-    user = User.objects.create_user(username=username, password="demo", email=f"{username}@example.com")
+    user = User.objects.create_user(
+        username=username, password="demo", email=f"{username}@example.com"
+    )
     for group in groups:
         user.groups.add(group)
     for codename in perms:
         app_label, code = codename.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=code))
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=code)
+        )
     return user
 
 

@@ -4,35 +4,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.BigIntegerField(unique=True)),
-                ('at', models.DateTimeField(db_index=True)),
-                ('actor', models.CharField(db_index=True, max_length=200)),
-                ('actor_user_id', models.BigIntegerField(blank=True, null=True)),
-                ('actor_username', models.CharField(blank=True, max_length=150)),
-                ('action', models.CharField(db_index=True, max_length=80)),
-                ('run_id', models.UUIDField(blank=True, db_index=True, null=True)),
-                ('approval_id', models.BigIntegerField(blank=True, db_index=True, null=True)),
-                ('tool', models.CharField(blank=True, db_index=True, max_length=100)),
-                ('data', models.JSONField(default=dict)),
-                ('ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('user_agent', models.CharField(blank=True, max_length=300)),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.BigIntegerField(unique=True)),
+                ("at", models.DateTimeField(db_index=True)),
+                ("actor", models.CharField(db_index=True, max_length=200)),
+                ("actor_user_id", models.BigIntegerField(blank=True, null=True)),
+                ("actor_username", models.CharField(blank=True, max_length=150)),
+                ("action", models.CharField(db_index=True, max_length=80)),
+                ("run_id", models.UUIDField(blank=True, db_index=True, null=True)),
+                ("approval_id", models.BigIntegerField(blank=True, db_index=True, null=True)),
+                ("tool", models.CharField(blank=True, db_index=True, max_length=100)),
+                ("data", models.JSONField(default=dict)),
+                ("ip", models.GenericIPAddressField(blank=True, null=True)),
+                ("user_agent", models.CharField(blank=True, max_length=300)),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64)),
             ],
             options={
-                'ordering': ['seq'],
-                'permissions': [('view_audit', 'Can view and export the whole audit trail')],
+                "ordering": ["seq"],
+                "permissions": [("view_audit", "Can view and export the whole audit trail")],
             },
         ),
     ]

@@ -1,0 +1,145 @@
+"""Audit API: the log (cursor pagination), chain verification, streamed exports."""
+
+from __future__ import annotations
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.pagination import CursorPagination
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from audit.exports import CONTENT_TYPES, export_filename, export_stream
+from audit.forms import FILTER_FIELDS, filter_form
+from audit.models import AuditEvent, AuditExport
+from audit.selectors import event_list, user_may_read, user_sees_all
+from audit.services import export_start
+from audit.verify import chain_verify_db
+
+FILTER_PARAMETERS = [
+    OpenApiParameter(name, OpenApiTypes.STR, description=f"filter: {name}")
+    for name in FILTER_FIELDS
+]
+
+
+def _filters(request: Request):
+    form = filter_form(request.query_params)
+    if not form.is_valid():
+        raise ValidationError(form.errors.get_json_data())
+    return form
+
+
+class AuditEventPagination(CursorPagination):
+    ordering = "-seq"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class AuditEventListApi(APIView):
+    """GET /api/audit/: the events this user may see, newest first."""
+
+    @extend_schema_serializer(component_name="AuditEvent")
+    class OutputSerializer(serializers.ModelSerializer):
+        class Meta:
+            model = AuditEvent
+            fields = (
+                "seq",
+                "at",
+                "actor",
+                "actor_user_id",
+                "actor_username",
+                "action",
+                "run_id",
+                "approval_id",
+                "tool",
+                "data",
+                "ip",
+                "user_agent",
+                "prev_hash",
+                "hash",
+            )
+
+    @extend_schema(parameters=FILTER_PARAMETERS, responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        if not user_may_read(request.user):
+            raise PermissionDenied("You may not read the audit trail.")
+        form = _filters(request)
+        events = event_list(user=request.user, filters=form.cleaned_data)
+        paginator = AuditEventPagination()
+        page = paginator.paginate_queryset(events, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class AuditVerifyApi(APIView):
+    """GET /api/audit/verify/: recompute the whole chain; reports the first broken seq."""
+
+    @extend_schema_serializer(component_name="AuditVerifyResult")
+    class OutputSerializer(serializers.Serializer):
+        ok = serializers.BooleanField()
+        count = serializers.IntegerField()
+        first_seq = serializers.IntegerField(allow_null=True)
+        last_seq = serializers.IntegerField(allow_null=True)
+        head_hash = serializers.CharField()
+        broken_seq = serializers.IntegerField(allow_null=True)
+        reason = serializers.CharField()
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request: Request) -> Response:
+        if not user_sees_all(request.user):
+            raise PermissionDenied("Only compliance and admins may verify the audit trail.")
+        return Response(self.OutputSerializer(chain_verify_db().as_dict()).data)
+
+
+class _AnyContent(BaseContentNegotiation):
+    """Exports answer with their own file type whatever the client's Accept header says."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+
+class _AuditExportApi(APIView):
+    export_format: str = ""
+    content_negotiation_class = _AnyContent
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(
+        parameters=FILTER_PARAMETERS,
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        if not user_sees_all(request.user):
+            raise PermissionDenied("Only compliance and admins may export the audit trail.")
+        form = _filters(request)
+        export = export_start(
+            user=request.user, format=self.export_format, filters=form.filters(), request=request
+        )
+        events = event_list(user=request.user, filters=form.cleaned_data)
+        response = StreamingHttpResponse(
+            export_stream(export=export, events=events),
+            content_type=CONTENT_TYPES[self.export_format],
+        )
+        response["Content-Disposition"] = f'attachment; filename="{export_filename(export)}"'
+        response["X-Audit-Export-Id"] = str(export.pk)
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+class AuditExportCsvApi(_AuditExportApi):
+    """GET /api/audit/export.csv: the filtered events as CSV, streamed and audited."""
+
+    export_format = AuditExport.Format.CSV
+
+
+class AuditExportJsonlApi(_AuditExportApi):
+    """GET /api/audit/export.jsonl: the filtered events as verifiable JSONL, streamed and audited."""
+
+    export_format = AuditExport.Format.JSONL

@@ -1,0 +1,129 @@
+"""Streaming CSV and JSONL exports in constant memory (see docs/audit.md for the file format)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.models import QuerySet
+
+from audit.canonical import canonical_json
+from audit.models import AuditExport
+from audit.services import HASHED_FIELDS, export_complete, hashed_row
+from audit.verify import JSONL_FORMAT, digest_start, digest_step
+
+CSV_FORMAT = "audit-csv/1"
+CSV_COLUMNS = (*HASHED_FIELDS, "prev_hash", "hash")
+CONTENT_TYPES = {
+    AuditExport.Format.CSV: "text/csv; charset=utf-8",
+    AuditExport.Format.JSONL: "application/x-ndjson; charset=utf-8",
+}
+# Spreadsheet programs run cells that start with these as formulas.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def export_filename(export: AuditExport) -> str:
+    return f"audit-export-{export.pk}.{export.format}"
+
+
+def export_header(export: AuditExport) -> dict[str, Any]:
+    return {
+        "record": "header",
+        "format": JSONL_FORMAT if export.format == AuditExport.Format.JSONL else CSV_FORMAT,
+        "export_id": export.pk,
+        "created_at": export.created_at.isoformat(),
+        "created_by": export.created_by_label,
+        "filters": export.filters,
+        "head_seq": export.head_seq,
+        "head_hash": export.head_hash,
+    }
+
+
+class _Echo:
+    """csv.writer target that hands back the line instead of storing it."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return canonical_json(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def export_stream(
+    *,
+    export: AuditExport,
+    events: QuerySet,
+    chunk_size: int = 2000,
+    flush_bytes: int = 64 * 1024,
+) -> Iterator[bytes]:
+    """Yield the file in ~flush_bytes pieces; after the last piece, complete the manifest.
+
+    `events` is the filtered, permitted queryset; only events up to the export's head are
+    written, oldest first, so the file is one consistent snapshot.
+    """
+    names = (*HASHED_FIELDS, "prev_hash", "hash")
+    rows = events.filter(seq__lte=export.head_seq).order_by("seq").values_list(*names)
+    jsonl = export.format == AuditExport.Format.JSONL
+    header = export_header(export)
+    writer = csv.writer(_Echo())
+    file_hash = hashlib.sha256()
+    digest = digest_start(header)
+    count = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+    buffer: list[str] = []
+    size = 0
+
+    if jsonl:
+        buffer.append(canonical_json(header) + "\n")
+    else:
+        buffer.append(writer.writerow(CSV_COLUMNS))
+    for values in rows.iterator(chunk_size=chunk_size):
+        # One dict per row: the hashed fields in canonical form plus the two hashes.
+        row = hashed_row(dict(zip(names, values, strict=True)))
+        row["prev_hash"], row["hash"] = values[-2], values[-1]
+        if jsonl:
+            row["record"] = "event"
+            line = canonical_json(row) + "\n"
+        else:
+            line = writer.writerow([_csv_cell(row[name]) for name in CSV_COLUMNS])
+        digest = digest_step(digest, row["hash"])
+        count += 1
+        first_seq = first_seq or row["seq"]
+        last_seq = row["seq"]
+        buffer.append(line)
+        size += len(line)
+        if size >= flush_bytes:
+            chunk = "".join(buffer).encode("utf-8")
+            file_hash.update(chunk)
+            yield chunk
+            buffer, size = [], 0
+    if jsonl:
+        summary = {
+            "record": "summary",
+            "count": count,
+            "first_seq": first_seq,
+            "last_seq": last_seq,
+            "digest": digest,
+        }
+        buffer.append(canonical_json(summary) + "\n")
+    chunk = "".join(buffer).encode("utf-8")
+    file_hash.update(chunk)
+    yield chunk
+    export_complete(
+        export=export,
+        row_count=count,
+        first_seq=first_seq,
+        last_seq=last_seq,
+        digest=digest,
+        file_sha256=file_hash.hexdigest(),
+    )

@@ -1,0 +1,92 @@
+"""Reads of the audit trail, and who may read what."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from audit.models import AuditEvent, AuditExport
+
+
+def user_sees_all(user: Any) -> bool:
+    """Admins and the compliance group (audit.view_audit) read and export everything."""
+    return bool(user.is_active and (user.is_superuser or user.has_perm("audit.view_audit")))
+
+
+def user_is_reviewer(user: Any) -> bool:
+    permission = getattr(settings, "AUDIT_REVIEWER_PERMISSION", "approvals.decide")
+    return bool(user.is_active and user.has_perm(permission))
+
+
+def user_may_read(user: Any) -> bool:
+    return user.is_authenticated and (user_sees_all(user) or user_is_reviewer(user))
+
+
+def reviewer_approval_ids(*, user: Any) -> Iterable[int] | QuerySet:
+    """The approvals a reviewer decided.
+
+    By default the audit trail answers it itself: approvals with an "approval.decided" event
+    by this user (so every approver of a quorum sees it). A project may point the setting
+    AUDIT_REVIEWER_SCOPE at "dotted.path.function" taking user= and returning approval ids.
+    """
+    hook = getattr(settings, "AUDIT_REVIEWER_SCOPE", "")
+    if hook:
+        return import_string(hook)(user=user)
+    return AuditEvent.objects.filter(
+        action="approval.decided", actor_user_id=user.pk, approval_id__isnull=False
+    ).values("approval_id")
+
+
+def event_list_visible(*, user: Any) -> QuerySet[AuditEvent]:
+    if user_sees_all(user):
+        return AuditEvent.objects.all()
+    if user_is_reviewer(user):
+        return AuditEvent.objects.filter(approval_id__in=reviewer_approval_ids(user=user))
+    return AuditEvent.objects.none()
+
+
+def _day_start(day: dt.date) -> dt.datetime:
+    return timezone.make_aware(dt.datetime.combine(day, dt.time.min))
+
+
+def event_filter(queryset: QuerySet[AuditEvent], *, filters: Mapping[str, Any]) -> QuerySet:
+    """Apply AuditFilterForm's cleaned data; days are whole days in the console's time zone."""
+    if filters.get("date_from"):
+        queryset = queryset.filter(at__gte=_day_start(filters["date_from"]))
+    if filters.get("date_to"):
+        queryset = queryset.filter(at__lt=_day_start(filters["date_to"] + dt.timedelta(days=1)))
+    actor = (filters.get("actor") or "").strip()
+    if actor:
+        queryset = queryset.filter(Q(actor_username__iexact=actor) | Q(actor__icontains=actor))
+    action = (filters.get("action") or "").strip()
+    if action.endswith("*"):
+        queryset = queryset.filter(action__startswith=action[:-1])
+    elif action:
+        queryset = queryset.filter(action=action)
+    if filters.get("run"):
+        queryset = queryset.filter(run_id=filters["run"])
+    if filters.get("approval"):
+        queryset = queryset.filter(approval_id=filters["approval"])
+    tool = (filters.get("tool") or "").strip()
+    if tool:
+        queryset = queryset.filter(tool=tool)
+    return queryset
+
+
+def event_list(*, user: Any, filters: Mapping[str, Any] | None = None) -> QuerySet[AuditEvent]:
+    """What this user may see, filtered as on screen, newest first."""
+    return event_filter(event_list_visible(user=user), filters=filters or {}).order_by("-seq")
+
+
+def event_get_visible(*, user: Any, seq: int) -> AuditEvent | None:
+    return event_list_visible(user=user).filter(seq=seq).first()
+
+
+def export_list() -> QuerySet[AuditExport]:
+    return AuditExport.objects.select_related("created_by").order_by("-created_at", "-id")
