@@ -91,7 +91,42 @@ def approval_gate(
         requested_at=requested_at,
     )
     answer = interrupt(payload)
-    return decision_normalise(answer, proposed_args=args, tool=tool, tier=tier)
+    result = decision_normalise(answer, proposed_args=args, tool=tool, tier=tier)
+    # Re-check at execution: the policy in force now, for the final args. If they fall in a
+    # higher tier than the approval was decided in (an edit, or a policy change), nothing runs
+    # and a new approval at that tier is requested (the runner audits "approval.rechecked").
+    # A further interrupt in this node is matched by its position on resume (deterministic).
+    decided_tier = _decided_tier(answer, tier)
+    while result["decision"] in ("approve", "edit"):
+        final_tier = policy.tier_for_call(tool=tool, args=result["args"], default_tier=spec.tier)
+        if policy.tier_level(final_tier) <= policy.tier_level(decided_tier):
+            break
+        payload = gate_payload(
+            thread_id=thread_id,
+            tool=tool,
+            args=result["args"],
+            rationale=rationale,
+            evidence=evidence or [],
+            tier=final_tier,
+            requested_at=str(answer.get("decided_at") or "") or requested_at,
+        )
+        payload["recheck"] = {
+            "approval_id": result["approval_id"],
+            "from_tier": decided_tier,
+            "decided_by": result["by"],
+        }
+        answer = interrupt(payload)
+        result = decision_normalise(
+            answer, proposed_args=result["args"], tool=tool, tier=final_tier
+        )
+        decided_tier = _decided_tier(answer, final_tier)
+    return result
+
+
+def _decided_tier(answer: Any, tier: str) -> str:
+    """The tier the approval was decided in (the decision records it), else the asked tier."""
+    decided = answer.get("tier") if isinstance(answer, dict) else None
+    return str(decided) if decided else tier
 
 
 def decision_normalise(

@@ -20,7 +20,8 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import F
 
 from agents.models import Effect
-from agents.tools import tool_get
+from agents.tools import tool_find, tool_get
+from approvals import policy
 from approvals.models import ApprovalRequest
 from audit.canonical import canonical_json, payload_hash
 from audit.services import event_record
@@ -67,6 +68,11 @@ class EffectConflict(LedgerError):
 
 class EffectArgsMismatch(LedgerError):
     """The args about to run differ from the args a person approved (invariant 5)."""
+
+
+class EffectTierRose(EffectArgsMismatch):
+    """Under the policy in force now, the approved args need a higher tier than the approval
+    was decided in; the gate asks again before this point, so this is the last line."""
 
 
 class CompensationFailed(LedgerError):
@@ -358,6 +364,15 @@ def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
         raise EffectArgsMismatch(
             f"args differ from the args approved in approval {approval_id}: "
             f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"
+        )
+    spec = tool_find(approval.tool)
+    tier = policy.tier_for_call(
+        tool=approval.tool, args=approved, default_tier=spec.tier if spec else approval.tier
+    )
+    if policy.tier_level(tier) > policy.tier_level(approval.tier):
+        raise EffectTierRose(
+            f"approval {approval_id} was decided in tier {approval.tier}, but its args now "
+            f"fall in tier {tier}; a new approval is needed"
         )
 
 

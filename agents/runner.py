@@ -293,6 +293,10 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
     for update in graph.stream(graph_input, config, stream_mode="updates", durability="sync"):
         steps = sum(1 for node in update if node != "__interrupt__")
         tokens = _tokens_in(update)
+        counted = AgentRun.objects.values_list("tokens_used", flat=True).get(pk=run.pk)
+        # Graphs that keep a cumulative "tokens_used" in their state (it survives resumes
+        # with the checkpoint) are the source of truth; the run mirrors it.
+        tokens = max(tokens, _state_tokens(update) - counted)
         if steps or tokens:
             approval_services.run_budget_add(run=run, steps=steps, tokens=tokens)
         fresh = AgentRun.objects.only(
@@ -323,6 +327,16 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
         run=AgentRun.objects.get(pk=run.pk), output=jsonable(state.values)
     )
     return "completed"
+
+
+def _state_tokens(update: dict[str, Any]) -> int:
+    """The largest cumulative ``tokens_used`` a step wrote to the state (0 if none)."""
+    values = [
+        node_update["tokens_used"]
+        for node_update in update.values()
+        if isinstance(node_update, dict) and isinstance(node_update.get("tokens_used"), int)
+    ]
+    return max(values, default=0)
 
 
 def _tokens_in(update: dict[str, Any]) -> int:

@@ -1,6 +1,20 @@
-from django.contrib import admin
+from __future__ import annotations
 
-from approvals.models import AgentRun, ApprovalRequest
+from django.contrib import admin
+from django.db import models
+
+from approvals.models import (
+    AgentRun,
+    ApprovalRequest,
+    ApprovalVote,
+    Notification,
+    PolicyVersion,
+    RiskTier,
+    ToolPolicy,
+    ToolPolicyRule,
+)
+from approvals.notifications import notification_retry
+from approvals.policy_services import policy_change_record, policy_object_delete
 
 
 class ApprovalInline(admin.TabularInline):
@@ -32,10 +46,174 @@ class AgentRunAdmin(admin.ModelAdmin):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
-    list_display = ("id", "tool", "tier", "status", "run", "decided_by_label", "expires_at")
+    list_display = (
+        "id",
+        "tool",
+        "tier",
+        "status",
+        "run",
+        "decided_by_label",
+        "expires_at",
+        "escalated_at",
+        "policy_version",
+    )
     list_filter = ("status", "tier", "tool")
     search_fields = ("tool", "run__id", "decided_by_label")
     readonly_fields = [f.name for f in ApprovalRequest._meta.fields]
 
     def has_add_permission(self, request):
         return False
+
+
+# --- policy (every save or delete is audited and bumps the policy version) ---------------------
+
+
+class PolicyAdminMixin:
+    """Saves go through the policy services: audited "policy.changed", version bumped.
+
+    The audit runs in ``save_related`` so it records the state with groups and rules saved;
+    the admin wraps the whole change in one transaction.
+    """
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        policy_change_record(
+            obj=form.instance,
+            change="changed" if change else "created",
+            actor=request.user,
+            request=request,
+        )
+
+    def delete_model(self, request, obj):
+        policy_object_delete(obj=obj, actor=request.user, request=request)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            policy_object_delete(obj=obj, actor=request.user, request=request)
+
+
+@admin.register(RiskTier)
+class RiskTierAdmin(PolicyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "name",
+        "level",
+        "requires_approval",
+        "required_approvals",
+        "groups",
+        "required_group",
+        "ttl_seconds",
+        "escalate_after_seconds",
+        "escalation_group",
+        "expiry_decision",
+    )
+    list_filter = ("requires_approval", "expiry_decision", "approver_groups")
+    search_fields = ("name",)
+    filter_horizontal = ("approver_groups",)
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    fieldsets = (
+        (None, {"fields": ("name", "level", "requires_approval", "allowed_decisions")}),
+        (
+            "Who may approve",
+            {"fields": ("approver_groups", "required_approvals", "required_group")},
+        ),
+        (
+            "Time",
+            {
+                "fields": (
+                    "ttl_seconds",
+                    "remind_before_seconds",
+                    "escalate_after_seconds",
+                    "escalation_group",
+                    "expiry_decision",
+                )
+            },
+        ),
+        ("Notifications", {"fields": ("email_notifications", "webhook_url")}),
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("approver_groups")
+
+    @admin.display(description="approver groups")
+    def groups(self, obj: RiskTier) -> str:
+        return ", ".join(sorted(g.name for g in obj.approver_groups.all())) or "(approvals.decide)"
+
+
+class ToolPolicyRuleInline(admin.TabularInline):
+    model = ToolPolicyRule
+    extra = 1
+    fields = ("position", "arg", "op", "value", "tier")
+    ordering = ("position", "id")
+
+
+@admin.register(ToolPolicy)
+class ToolPolicyAdmin(PolicyAdminMixin, admin.ModelAdmin):
+    list_display = ("tool", "tier", "rule_summary", "note")
+    list_filter = ("tier",)
+    search_fields = ("tool", "note")
+    inlines = [ToolPolicyRuleInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("tier").prefetch_related("rules__tier")
+
+    @admin.display(description="rules (in order, first match wins)")
+    def rule_summary(self, obj: ToolPolicy) -> str:
+        return "; ".join(str(rule) for rule in obj.rules.all()) or "-"
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(admin.ModelAdmin):
+    list_display = ("number", "updated_at")
+    readonly_fields = ("number", "updated_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ApprovalVote)
+class ApprovalVoteAdmin(admin.ModelAdmin):
+    list_display = ("approval", "user", "round", "decision", "created_at")
+    list_filter = ("decision",)
+    search_fields = ("user__username", "approval__tool")
+    readonly_fields = [f.name for f in ApprovalVote._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "event",
+        "channel",
+        "recipient",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "short_error",
+        "created_at",
+    )
+    list_filter = ("status", "channel", "event")
+    search_fields = ("recipient", "subject", "last_error")
+    readonly_fields = [f.name for f in Notification._meta.fields]
+    actions = ["retry"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.display(description="last error")
+    def short_error(self, obj: Notification) -> str:
+        return obj.last_error[:80]
+
+    @admin.action(description="Retry now (reset attempts)")
+    def retry(self, request, queryset):
+        for pk in queryset.values_list("pk", flat=True):
+            notification_retry(notification_id=pk)
+        self.message_user(request, "Queued for another delivery.")

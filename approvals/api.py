@@ -39,7 +39,9 @@ class ErrorSerializer(serializers.Serializer):
 class ConflictSerializer(ErrorSerializer):
     """409 on a decision: who decided it, or why it can no longer be decided."""
 
-    reason = serializers.ChoiceField(choices=["already_decided", "expired", "hash_mismatch"])
+    reason = serializers.ChoiceField(
+        choices=["already_decided", "already_voted", "expired", "hash_mismatch"]
+    )
     status = serializers.CharField()
     decided_by = serializers.CharField(allow_null=True)
     decided_at = serializers.DateTimeField(allow_null=True)

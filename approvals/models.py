@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -114,6 +116,18 @@ class ApprovalRequest(models.Model):
     decision = models.JSONField(default=dict, blank=True)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # The policy version in force when the approval was requested (PolicyVersion.number).
+    policy_version = models.PositiveIntegerField(default=0)
+    # Quorum: votes count toward the current round; an edit that is not yet final starts a
+    # new round for the edited args (see docs/policy.md).
+    quorum_round = models.PositiveIntegerField(default=0)
+    # The agent's own args, kept once an edit vote replaced ``args`` before the decision.
+    original_args = models.JSONField(null=True, blank=True)
+    # Sweep bookkeeping: a due time is cleared once its step ran (indexed with status).
+    remind_at = models.DateTimeField(null=True, blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalate_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["expires_at", "id"]
@@ -125,6 +139,8 @@ class ApprovalRequest(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "expires_at", "id"], name="approval_queue"),
+            models.Index(fields=["status", "remind_at"], name="approval_remind_due"),
+            models.Index(fields=["status", "escalate_at"], name="approval_escalate_due"),
         ]
 
     def __str__(self) -> str:
@@ -133,3 +149,229 @@ class ApprovalRequest(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.status == self.Status.PENDING
+
+    @property
+    def proposed_args(self) -> dict:
+        """The args the agent proposed (before any edit vote)."""
+        return self.args if self.original_args is None else self.original_args
+
+
+class ApprovalVote(models.Model):
+    """One person's vote toward an approval's quorum (one per person and round)."""
+
+    approval = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="votes")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approval_votes"
+    )
+    round = models.PositiveIntegerField(default=0)
+    decision = models.CharField(max_length=10, choices=ApprovalRequest.Decision.choices)
+    args = models.JSONField(default=dict)
+    args_hash = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["approval", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "user", "round"], name="vote_once_per_round"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.decision} #{self.approval_id} (round {self.round})"
+
+
+# --- policy ------------------------------------------------------------------------------------
+
+
+class PolicyVersion(models.Model):
+    """Singleton (pk=1): bumped by every policy change; approvals record the number."""
+
+    number = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"policy v{self.number}"
+
+
+class RiskTier(models.Model):
+    """A risk tier: whether approval is needed, who may give it, quorum and timing."""
+
+    class ExpiryDecision(models.TextChoices):
+        REJECT = "reject"
+        APPROVE = "approve"
+
+    name = models.SlugField(max_length=40, unique=True, help_text="Referenced by tools and rules.")
+    level = models.PositiveSmallIntegerField(
+        unique=True, help_text="Higher means riskier; an edit may not raise it unchecked."
+    )
+    requires_approval = models.BooleanField(
+        default=True, help_text="Off: calls in this tier run without asking anyone."
+    )
+    approver_groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="approver_for_tiers",
+        help_text="Members may decide. With no group, holders of 'Can decide approvals' may.",
+    )
+    required_group = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="required_for_tiers",
+        help_text="If set, at least one approving vote must come from a member of this group.",
+    )
+    required_approvals = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="Quorum: distinct people who must approve (the requester never counts).",
+    )
+    ttl_seconds = models.PositiveIntegerField(
+        default=24 * 3600,
+        validators=[MinValueValidator(1)],
+        help_text="Time to live: seconds from request to expiry.",
+    )
+    remind_before_seconds = models.PositiveIntegerField(
+        default=0, help_text="Remind the approvers this many seconds before expiry (0: never)."
+    )
+    escalate_after_seconds = models.PositiveIntegerField(
+        default=0,
+        help_text="Escalate this many seconds after the request (0: never); needs a group.",
+    )
+    escalation_group = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="escalation_for_tiers",
+        help_text="Members may also decide once the approval has escalated, and are notified.",
+    )
+    expiry_decision = models.CharField(
+        max_length=10,
+        choices=ExpiryDecision.choices,
+        default=ExpiryDecision.REJECT,
+        help_text="Applied by system:timeout when nobody decided in time.",
+    )
+    allowed_decisions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Subset of ["approve", "edit", "reject", "respond"]; empty allows all.',
+    )
+    email_notifications = models.BooleanField(
+        default=True, help_text="Email approvers and requesters about this tier's approvals."
+    )
+    webhook_url = models.URLField(
+        blank=True, help_text="JSON POST with a Slack-compatible 'text' for every event."
+    )
+
+    class Meta:
+        ordering = ["level"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ToolPolicy(models.Model):
+    """The tier of a tool, overriding its code default; rules may raise it by args."""
+
+    tool = models.CharField(max_length=100, unique=True, help_text="Registered tool name.")
+    tier = models.ForeignKey(
+        RiskTier, on_delete=models.PROTECT, related_name="tool_policies", help_text="Base tier."
+    )
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["tool"]
+        verbose_name_plural = "tool policies"
+
+    def __str__(self) -> str:
+        return f"{self.tool} -> {self.tier}"
+
+
+class ToolPolicyRule(models.Model):
+    """``<arg> <op> <value>`` -> tier; rules run in position order, the first match wins."""
+
+    class Op(models.TextChoices):
+        GT = "gt", ">"
+        GTE = "gte", ">="
+        LT = "lt", "<"
+        LTE = "lte", "<="
+        EQ = "eq", "=="
+        NE = "ne", "!="
+
+    policy = models.ForeignKey(ToolPolicy, on_delete=models.CASCADE, related_name="rules")
+    position = models.PositiveSmallIntegerField(default=0, help_text="Lower runs first.")
+    arg = models.CharField(max_length=100, help_text="Top-level argument name, e.g. amount.")
+    op = models.CharField(max_length=3, choices=Op.choices)
+    value = models.CharField(
+        max_length=200, help_text="Compared as a number when both sides are numbers."
+    )
+    tier = models.ForeignKey(RiskTier, on_delete=models.PROTECT, related_name="rules")
+
+    class Meta:
+        ordering = ["policy", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.arg} {self.get_op_display()} {self.value} -> {self.tier}"
+
+    def clean(self) -> None:
+        from decimal import Decimal, InvalidOperation
+
+        from django.core.exceptions import ValidationError
+
+        if self.op in (self.Op.GT, self.Op.GTE, self.Op.LT, self.Op.LTE):
+            try:
+                Decimal(self.value.strip())
+            except (InvalidOperation, ValueError, AttributeError):
+                raise ValidationError({"value": "must be a number for <, <=, > and >="}) from None
+
+
+class Notification(models.Model):
+    """Outbox: written with the event, delivered by a task with retries and backoff."""
+
+    class Channel(models.TextChoices):
+        EMAIL = "email"
+        WEBHOOK = "webhook"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"
+
+    class Event(models.TextChoices):
+        REQUEST = "request"
+        REMINDER = "reminder"
+        ESCALATION = "escalation"
+        EXPIRY = "expiry"
+        DECISION = "decision"
+
+    event = models.CharField(max_length=12, choices=Event.choices)
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    recipient = models.CharField(max_length=500, help_text="Email address or webhook URL.")
+    subject = models.CharField(max_length=200)
+    text = models.TextField()
+    payload = models.JSONField(default=dict, blank=True)
+    approval = models.ForeignKey(
+        ApprovalRequest,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="notifications",
+    )
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    last_error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="notification_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} via {self.channel} to {self.recipient} ({self.status})"

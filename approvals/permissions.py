@@ -1,18 +1,57 @@
-"""Who may decide an approval (invariant 7: enforced on the server)."""
+"""Who may decide an approval (invariant 7: enforced on the server).
+
+- Members of the tier's approver groups may decide; once the approval has escalated, members of
+  the tier's escalation group may too.
+- A tier with no approver groups (or no RiskTier row at all) falls back to the
+  ``approvals.decide`` permission, so an unconfigured install keeps working.
+- Never the run's requester (four eyes). Voting twice in one quorum round is a conflict (409),
+  checked by the decision service under the row lock.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from approvals.models import ApprovalRequest
+from approvals import policy
+from approvals.models import ApprovalRequest, RiskTier
 
 
 def user_may_decide(*, user: Any, approval: ApprovalRequest) -> tuple[bool, str]:
-    """(allowed, reason). Holders of approvals.decide, never the run's requester (four eyes)."""
+    """(allowed, reason)."""
     if not user.is_authenticated or not user.is_active:
         return False, "You must be logged in to decide."
     if approval.run.requested_by_id == user.pk:
         return False, "You requested this run; someone else must decide (four eyes)."
-    if not user.has_perm("approvals.decide"):
+    allowed, reason = user_may_approve_tier(
+        user=user, tier=approval.tier, escalated=approval.escalated_at is not None
+    )
+    return allowed, reason
+
+
+def user_may_approve_tier(*, user: Any, tier: str, escalated: bool = False) -> tuple[bool, str]:
+    """Whether ``user`` belongs to the people allowed to decide ``tier`` actions."""
+    row = policy.tier_get(tier)
+    group_ids = tier_group_ids(row) if row else set()
+    if not group_ids:
+        if user.has_perm("approvals.decide"):
+            return True, ""
         return False, "You do not have the right to decide approvals."
-    return True, ""
+    mine = set(user.groups.values_list("id", flat=True))
+    if mine & group_ids:
+        return True, ""
+    if escalated and row is not None and row.escalation_group_id in mine:
+        return True, ""
+    return False, f"Only members of {tier_group_names(row)} may decide {tier} actions."
+
+
+def tier_group_ids(row: RiskTier) -> set[int]:
+    return {group.pk for group in row.approver_groups.all()}
+
+
+def tier_group_names(row: RiskTier) -> str:
+    names = sorted(group.name for group in row.approver_groups.all())
+    return " or ".join(names) if names else "the approvers"
+
+
+def user_in_group(*, user: Any, group_id: int | None) -> bool:
+    return group_id is not None and user.groups.filter(pk=group_id).exists()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from approvals.models import AgentRun, ApprovalRequest
+from approvals.models import AgentRun, ApprovalRequest, ApprovalVote, RiskTier
 
 
 def approval_list(
@@ -54,10 +54,61 @@ def approval_list_pending(
     )
     qs = qs.filter(expires_at__gt=timezone.now())
     if mine:
-        if not user.has_perm("approvals.decide"):
+        decidable = approval_decidable_filter(user=user)
+        if decidable is None:
             return qs.none()
-        qs = qs.exclude(run__requested_by=user)
+        current_round = ApprovalVote.objects.filter(
+            approval=OuterRef("pk"), round=OuterRef("quorum_round"), user=user
+        )
+        qs = qs.filter(decidable).exclude(run__requested_by=user).exclude(Exists(current_round))
     return qs
+
+
+def approval_decidable_filter(*, user: Any) -> Q | None:
+    """The approvals ``user`` may decide by tier (permissions.user_may_approve_tier as a query):
+    tiers whose approver groups they are in, tiers whose escalation group they are in once
+    escalated, and, with approvals.decide, tiers that configure no approver group."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    mine = set(user.groups.values_list("id", flat=True))
+    grouped: set[str] = set()
+    allowed: set[str] = set()
+    escalated: set[str] = set()
+    for tier in RiskTier.objects.prefetch_related("approver_groups"):
+        group_ids = {g.pk for g in tier.approver_groups.all()}
+        if group_ids:
+            grouped.add(tier.name)
+            if group_ids & mine:
+                allowed.add(tier.name)
+            elif tier.escalation_group_id in mine:
+                escalated.add(tier.name)
+    condition = Q(tier__in=allowed) | Q(tier__in=escalated, escalated_at__isnull=False)
+    if user.has_perm("approvals.decide"):
+        condition |= ~Q(tier__in=grouped)
+    return condition
+
+
+def approval_quorum(*, approval: ApprovalRequest) -> dict[str, Any]:
+    """Quorum progress for the detail page: required, received (current round), approvers."""
+    tier = RiskTier.objects.select_related("required_group").filter(name=approval.tier).first()
+    required = max(1, tier.required_approvals) if tier else 1
+    if approval.status in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED):
+        voters = [name.strip() for name in approval.decided_by_label.split(",") if name.strip()]
+    else:
+        voters = list(
+            approval.votes.filter(round=approval.quorum_round, decision__in=["approve", "edit"])
+            .order_by("id")
+            .values_list("user__username", flat=True)
+        )
+    received = len(voters)
+    return {
+        "required": required,
+        "received": received,
+        "missing": max(0, required - received) if approval.is_pending else 0,
+        "approvers": voters,
+        "required_group": tier.required_group.name if tier and tier.required_group_id else "",
+        "escalated": approval.escalated_at is not None,
+    }
 
 
 def approval_get(*, approval_id: int) -> ApprovalRequest:

@@ -10,14 +10,17 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from approvals import policy
 from approvals.diff import args_diff
-from approvals.models import AgentRun, ApprovalRequest
-from approvals.permissions import user_may_decide
+from approvals.models import AgentRun, ApprovalRequest, ApprovalVote, Notification, RiskTier
+from approvals.notifications import notifications_create
+from approvals.permissions import user_in_group, user_may_approve_tier, user_may_decide
 from approvals.schema import args_errors
 from audit.canonical import payload_hash
 from audit.services import event_record
 
 RUN_ADVANCE_TASK = "agents.tasks.run_advance"
+TIMEOUT_ACTOR = "system:timeout"
 
 
 class DecisionError(Exception):
@@ -221,9 +224,11 @@ def approval_requests_sync(
     created: list[ApprovalRequest] = []
     with transaction.atomic():
         existing = set(run.approvals.values_list("interrupt_id", "action_index"))
+        version = policy.policy_version_current()
         for item in requests:
             if (item["interrupt_id"], item["action_index"]) in existing:
                 continue
+            tier = policy.tier_get(item["tier"])
             approval = ApprovalRequest(
                 run=run,
                 interrupt_id=item["interrupt_id"],
@@ -235,6 +240,8 @@ def approval_requests_sync(
                 tier=item["tier"],
                 allowed_decisions=item["allowed_decisions"],
                 expires_at=item["expires_at"],
+                policy_version=version,
+                **_due_times(tier=tier, expires_at=item["expires_at"]),
             )
             try:
                 with transaction.atomic():
@@ -251,13 +258,41 @@ def approval_requests_sync(
                     "interrupt_id": approval.interrupt_id,
                     "action_index": approval.action_index,
                     "tier": approval.tier,
+                    "policy_version": version,
                     "payload": approval.payload,
                     "payload_hash": approval.payload_hash,
                     "expires_at": approval.expires_at.isoformat(),
                 },
             )
+            recheck = item["payload"].get("recheck") if isinstance(item["payload"], dict) else None
+            if isinstance(recheck, dict):
+                # The gate found the final args in a higher tier than the decided approval.
+                event_record(
+                    action="approval.rechecked",
+                    actor=f"agent:{run.id}",
+                    run_id=run.id,
+                    approval_id=approval.id,
+                    tool=approval.tool,
+                    data={**recheck, "to_tier": approval.tier, "new_approval_id": approval.id},
+                )
+            notifications_create(approval=approval, event=Notification.Event.REQUEST, tier=tier)
             created.append(approval)
     return created
+
+
+def _due_times(*, tier: RiskTier | None, expires_at: dt.datetime) -> dict[str, Any]:
+    """When the sweep should remind and escalate a new approval of this tier (None: never)."""
+    now = timezone.now()
+    due: dict[str, Any] = {"remind_at": None, "escalate_at": None}
+    if tier is None:
+        return due
+    if tier.remind_before_seconds:
+        remind_at = expires_at - dt.timedelta(seconds=tier.remind_before_seconds)
+        due["remind_at"] = max(remind_at, now)
+    if tier.escalate_after_seconds and tier.escalation_group_id:
+        escalate_at = now + dt.timedelta(seconds=tier.escalate_after_seconds)
+        due["escalate_at"] = escalate_at if escalate_at < expires_at else None
+    return due
 
 
 def approval_decide(
@@ -271,14 +306,23 @@ def approval_decide(
     note: str = "",
     request: Any = None,
 ) -> ApprovalRequest:
-    """Decide once (invariant 5): row lock, payload-hash binding, single use."""
+    """Vote on an approval; final once the tier's quorum is met (see docs/policy.md).
+
+    Row lock, payload-hash binding, single use (invariant 5). Reject and respond are final at
+    once; approve and edit count toward a quorum of distinct people. An edit that is not final
+    starts a new round for the edited args (the payload hash changes, earlier votes lapse).
+    """
     allowed, reason = user_may_decide(user=user, approval=approval)
     if not allowed:
         raise DecisionForbidden(reason)
     resume_args = _decision_args(approval=approval, decision=decision, args=args, message=message)
+    if decision == ApprovalRequest.Decision.EDIT:
+        _edit_tier_check(approval=approval, user=user, args=resume_args)
     with transaction.atomic():
         locked = (
-            ApprovalRequest.objects.select_for_update().select_related("run").get(pk=approval.pk)
+            ApprovalRequest.objects.select_for_update()
+            .select_related("run", "run__requested_by")
+            .get(pk=approval.pk)
         )
         if locked.status != ApprovalRequest.Status.PENDING:
             by = locked.decided_by_label or "someone"
@@ -293,41 +337,195 @@ def approval_decide(
                 reason="hash_mismatch",
                 approval=locked,
             )
-        value = {
-            "decision": decision,
-            "args": resume_args,
-            "message": message,
-            "by": user.get_username(),
-            "approval_id": locked.id,
-        }
-        locked.status = ApprovalRequest.DECISION_STATUS[decision]
-        locked.decided_by = user
-        locked.decided_by_label = user.get_username()
-        locked.decided_at = timezone.now()
-        locked.decision = value
-        locked.save(
-            update_fields=["status", "decided_by", "decided_by_label", "decided_at", "decision"]
+        votes = list(
+            locked.votes.filter(round=locked.quorum_round).select_related("user").order_by("id")
         )
+        if any(vote.user_id == user.pk for vote in votes):
+            raise DecisionConflict(
+                "You already voted on this approval; the quorum needs someone else.",
+                reason="already_voted",
+                approval=locked,
+            )
+        tier = policy.tier_get(locked.tier)
+        required = max(1, tier.required_approvals) if tier else 1
+        final = True
+        if decision in (ApprovalRequest.Decision.APPROVE, ApprovalRequest.Decision.EDIT):
+            if decision == ApprovalRequest.Decision.EDIT and resume_args != locked.args:
+                votes = []  # the edited args are a new proposal: earlier votes do not count
+            final = len(votes) + 1 >= required
+            if final:
+                _required_group_check(tier=tier, voters=[v.user for v in votes] + [user])
+            elif decision == ApprovalRequest.Decision.EDIT and resume_args != locked.args:
+                _round_start(approval=locked, args=resume_args, by=user)
+        ApprovalVote.objects.create(
+            approval=locked,
+            user=user,
+            round=locked.quorum_round,
+            decision=decision,
+            args=resume_args,
+            args_hash=payload_hash(resume_args),
+            message=message,
+        )
+        approving = decision in (ApprovalRequest.Decision.APPROVE, ApprovalRequest.Decision.EDIT)
+        counted = votes if approving else []  # reject and respond are one person's call
+        voters = [v.user.get_username() for v in counted] + [user.get_username()]
         event_record(
-            action="approval.decided",
+            action="approval.voted",
             actor=user,
             run_id=locked.run_id,
             approval_id=locked.id,
             tool=locked.tool,
             data={
                 "decision": decision,
-                "role": _role(user),
-                "shown": {"payload": locked.payload, "payload_hash": locked.payload_hash},
-                "proposed_args": locked.args,
-                "final_args": resume_args,
-                "diff": args_diff(locked.args, resume_args) if decision == "edit" else {},
+                "round": locked.quorum_round,
+                "args": resume_args,
+                "payload_hash": locked.payload_hash,
+                "received": len(voters) if approving else 0,
+                "required": required,
+                "final": final,
                 "message": message,
                 "note": note,
             },
             request=request,
         )
-        run_advance_enqueue(run_id=locked.run_id)
+        if final:
+            _approval_finalise(
+                approval=locked,
+                user=user,
+                decision=decision,
+                final_args=resume_args,
+                voters=voters,
+                messages=[v.message for v in counted] + [message],
+                required=required,
+                tier=tier,
+                note=note,
+                request=request,
+            )
     return locked
+
+
+def _edit_tier_check(*, approval: ApprovalRequest, user: Any, args: dict[str, Any]) -> None:
+    """An edit that moves the call into a higher tier needs someone allowed for that tier (a
+    member of its required group, where it names one)."""
+    new_tier = policy.tier_for_call(tool=approval.tool, args=args, default_tier=approval.tier)
+    if new_tier == approval.tier or policy.tier_level(new_tier) <= policy.tier_level(approval.tier):
+        return
+    allowed, _ = user_may_approve_tier(user=user, tier=new_tier)
+    row = policy.tier_get(new_tier)
+    if allowed and row is not None and row.required_group_id is not None:
+        # Where the tier names a required group, only its members may move a call into it.
+        allowed = user_in_group(user=user, group_id=row.required_group_id)
+    if not allowed:
+        raise DecisionForbidden(
+            f"These args put {approval.tool} in tier {new_tier} (above {approval.tier}); "
+            f"you may not approve {new_tier} actions."
+        )
+
+
+def _required_group_check(*, tier: RiskTier | None, voters: list[Any]) -> None:
+    if tier is None or tier.required_group_id is None:
+        return
+    if any(user_in_group(user=voter, group_id=tier.required_group_id) for voter in voters):
+        return
+    raise DecisionForbidden(
+        f"Tier {tier.name} needs an approval from a member of {tier.required_group.name}; "
+        "the last approval must come from one."
+    )
+
+
+def _round_start(*, approval: ApprovalRequest, args: dict[str, Any], by: Any) -> None:
+    """An edit short of quorum replaces the proposal: new args, new payload hash, new round."""
+    if approval.original_args is None:
+        approval.original_args = approval.args
+    approval.args = args
+    payload = dict(approval.payload) if isinstance(approval.payload, dict) else {}
+    payload["args"] = args
+    payload["edited_by"] = by.get_username()
+    approval.payload = payload
+    approval.payload_hash = payload_hash(payload)
+    approval.quorum_round += 1
+    approval.save(
+        update_fields=["original_args", "args", "payload", "payload_hash", "quorum_round"]
+    )
+
+
+def _approval_finalise(
+    *,
+    approval: ApprovalRequest,
+    user: Any,
+    decision: str,
+    final_args: dict[str, Any],
+    voters: list[str],
+    messages: list[str],
+    required: int,
+    tier: RiskTier | None,
+    note: str,
+    request: Any,
+) -> None:
+    """Status, resume value, audit and notification of a final decision; advance on commit."""
+    proposed = approval.proposed_args
+    if decision == ApprovalRequest.Decision.APPROVE and payload_hash(final_args) != payload_hash(
+        proposed
+    ):
+        decision = ApprovalRequest.Decision.EDIT  # approving an edited proposal runs the edit
+    now = timezone.now()
+    label = ", ".join(voters)[:150]
+    message = "\n".join(m for m in dict.fromkeys(messages) if m)
+    value = {
+        "decision": decision,
+        "args": final_args,
+        "message": message,
+        "by": label,
+        "approval_id": approval.id,
+        "tier": approval.tier,
+        "policy_version": approval.policy_version,
+        "decided_at": now.isoformat(),
+    }
+    approval.status = ApprovalRequest.DECISION_STATUS[decision]
+    approval.decided_by = user
+    approval.decided_by_label = label
+    approval.decided_at = now
+    approval.decision = value
+    approval.remind_at = None
+    approval.escalate_at = None
+    approval.save(
+        update_fields=[
+            "status",
+            "decided_by",
+            "decided_by_label",
+            "decided_at",
+            "decision",
+            "remind_at",
+            "escalate_at",
+        ]
+    )
+    event_record(
+        action="approval.decided",
+        actor=user,
+        run_id=approval.run_id,
+        approval_id=approval.id,
+        tool=approval.tool,
+        data={
+            "decision": decision,
+            "role": _role(user),
+            "shown": {"payload": approval.payload, "payload_hash": approval.payload_hash},
+            "proposed_args": proposed,
+            "final_args": final_args,
+            "diff": args_diff(proposed, final_args) if decision == "edit" else {},
+            "message": message,
+            "note": note,
+            "quorum": {"required": required, "approvers": voters},
+            "policy_version": approval.policy_version,
+        },
+        request=request,
+    )
+    notifications_create(
+        approval=approval,
+        event=Notification.Event.DECISION,
+        tier=tier,
+        detail=f"{label} chose {decision}.",
+    )
+    run_advance_enqueue(run_id=approval.run_id)
 
 
 def _decision_args(

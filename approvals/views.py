@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
@@ -23,7 +23,7 @@ from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.permissions import user_may_decide
 from approvals.schema import args_errors
-from approvals.selectors import approval_get, approval_list_pending
+from approvals.selectors import approval_get, approval_list_pending, approval_quorum
 from approvals.services import (
     DecisionConflict,
     DecisionForbidden,
@@ -34,8 +34,6 @@ from audit.canonical import payload_hash
 
 PAGE_SIZE = 25
 STRUCTURED_PAYLOAD = "console.approval"
-# One approval decides an action until the "Approval policy" issue adds quorum rules.
-QUORUM_REQUIRED = 1
 DECIDED_VERBS = {
     ApprovalRequest.Status.APPROVED: "approved",
     ApprovalRequest.Status.EDITED: "edited and approved",
@@ -164,7 +162,19 @@ def queue(request: HttpRequest) -> HttpResponse:
 def _edit_form(approval: ApprovalRequest, data: Any = None) -> ArgsEditForm:
     payload = approval.payload if isinstance(approval.payload, dict) else {}
     schema = payload.get("args_schema") if isinstance(payload.get("args_schema"), dict) else {}
+    if data is not None:
+        data = _line_breaks_normalized(data)
     return ArgsEditForm(data, schema=schema, proposed=approval.args or {})
+
+
+def _line_breaks_normalized(data: QueryDict) -> QueryDict:
+    """A form post submits a textarea's line breaks as CRLF, htmx's preview sends LF: use LF
+    (as the proposals do), so an untouched multi-line value is no edit and the preview's hash
+    matches the confirmation's."""
+    normalized = data.copy()
+    for key, values in data.lists():
+        normalized.setlist(key, [v.replace("\r\n", "\n") for v in values])
+    return normalized
 
 
 def _edit_preview(approval: ApprovalRequest, form: ArgsEditForm) -> dict[str, Any] | None:
@@ -211,7 +221,6 @@ def _detail_context(
     structured = payload.get("type") == STRUCTURED_PAYLOAD
     may_decide, reason = user_may_decide(user=request.user, approval=approval)
     allowed = _allowed(approval, structured)
-    approved = approval.status in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED)
     evidence = payload.get("evidence")
     return {
         "approval": approval,
@@ -232,12 +241,7 @@ def _detail_context(
         "active": active,
         "seen_hash": seen_hash or approval.payload_hash,
         "message": message,
-        "quorum": {
-            "required": QUORUM_REQUIRED,
-            "received": 1 if approved else 0,
-            "missing": 0 if approved else QUORUM_REQUIRED,
-            "approvers": [approval.decided_by_label] if approved else [],
-        },
+        "quorum": approval_quorum(approval=approval),
     }
 
 
@@ -339,6 +343,14 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
         context = _detail_context(request, fresh, conflict=exc, error=exc.message, **common)
         return render(request, "approvals/detail.html", context, status=409)
 
+    if decided.is_pending:  # a vote toward a quorum of several people
+        quorum = approval_quorum(approval=decided)
+        messages.success(
+            request,
+            f"Your vote on {decided.tool} (approval #{decided.pk}) counts: "
+            f"{quorum['received']} of {quorum['required']} approvals.",
+        )
+        return redirect("approvals:queue")
     verb = DECIDED_VERBS.get(decided.status, decided.status)
     messages.success(request, f"You {verb} {decided.tool} (approval #{decided.pk}).")
     return redirect("approvals:queue")

@@ -40,8 +40,10 @@ def _propose(state: NoteState) -> dict:
 
 def _approve(state: NoteState) -> dict:
     decision = approval_gate(
-        tool="write_note", args={"text": f"about {state['topic']}", "count": 1},
-        rationale="the test needs a note", evidence=["e1"],
+        tool="write_note",
+        args={"text": f"about {state['topic']}", "count": 1},
+        rationale="the test needs a note",
+        evidence=["e1"],
     )
     return {"decision": decision, "log": ["approve"]}
 
@@ -75,11 +77,20 @@ class NoteInput(BaseModel):
 
 @pytest.fixture
 def note_agent():
-    tool_register(ToolSpec(name="write_note", description="Write a note", args_model=NoteArgs,
-                           tier="write", run=_write_note, blast_radius="one note about {text}"))
+    tool_register(
+        ToolSpec(
+            name="write_note",
+            description="Write a note",
+            args_model=NoteArgs,
+            tier="write",
+            run=_write_note,
+            blast_radius="one note about {text}",
+        )
+    )
     CALLS.clear()
-    spec = agent_register(AgentSpec(name="note_agent", version="1", factory=build_note_graph,
-                                    input_model=NoteInput))
+    spec = agent_register(
+        AgentSpec(name="note_agent", version="1", factory=build_note_graph, input_model=NoteInput)
+    )
     yield spec
     agent_unregister("note_agent")
     CALLS.clear()

@@ -22,8 +22,9 @@ def _start(alice, topic="disk"):
 
 def _decide(run, user, decision="approve", **kw):
     approval = run.approvals.get()
-    return approval_decide(approval=approval, user=user, decision=decision,
-                           seen_hash=approval.payload_hash, **kw)
+    return approval_decide(
+        approval=approval, user=user, decision=decision, seen_hash=approval.payload_hash, **kw
+    )
 
 
 def test_first_advance_pauses_with_one_approval(note_agent, alice):
@@ -36,7 +37,9 @@ def test_first_advance_pauses_with_one_approval(note_agent, alice):
     assert approval.payload["blast_radius"] == "one note about about disk"
     assert approval.payload["evidence"] == ["e1"]
     assert approval.payload_hash and approval.status == "pending"
-    assert AuditEvent.objects.filter(action="approval.requested", approval_id=approval.id).count() == 1
+    assert (
+        AuditEvent.objects.filter(action="approval.requested", approval_id=approval.id).count() == 1
+    )
     assert CALLS == []
 
 
@@ -82,7 +85,8 @@ def test_reject_never_executes(note_agent, alice, bob):
 def test_a_live_lease_held_elsewhere_skips_the_advance(note_agent, alice):
     run = _start(alice)
     AgentRun.objects.filter(pk=run.pk).update(
-        lease_owner="other-worker", lease_expires_at=timezone.now() + dt.timedelta(seconds=30))
+        lease_owner="other-worker", lease_expires_at=timezone.now() + dt.timedelta(seconds=30)
+    )
     assert runner.run_advance(run_id=run.id).startswith("skipped")
     assert not ApprovalRequest.objects.filter(run=run).exists()
 
@@ -90,7 +94,8 @@ def test_a_live_lease_held_elsewhere_skips_the_advance(note_agent, alice):
 def test_an_expired_lease_is_taken_over(note_agent, alice):
     run = _start(alice)
     AgentRun.objects.filter(pk=run.pk).update(
-        lease_owner="dead-worker", lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+        lease_owner="dead-worker", lease_expires_at=timezone.now() - dt.timedelta(seconds=1)
+    )
     assert runner.run_advance(run_id=run.id) == "waiting"
 
 
@@ -113,10 +118,15 @@ def test_drain_resumes_on_the_checkpointed_version(note_agent, alice, bob):
 def test_migrate_transforms_the_state_and_resumes_under_v2(note_agent, alice, bob):
     run = _start(alice)
     runner.run_advance(run_id=run.id)
-    agent_register(AgentSpec(
-        name="note_agent", version="2", factory=build_note_graph, policy="migrate",
-        migrate=lambda values, from_version: {"log": [f"migrated-from-v{from_version}"]},
-    ))
+    agent_register(
+        AgentSpec(
+            name="note_agent",
+            version="2",
+            factory=build_note_graph,
+            policy="migrate",
+            migrate=lambda values, from_version: {"log": [f"migrated-from-v{from_version}"]},
+        )
+    )
     agent_unregister("note_agent", "1")
     _decide(run, bob)
     assert runner.run_advance(run_id=run.id) == "completed"
@@ -141,8 +151,15 @@ def test_removed_pending_node_is_flagged_not_finished(note_agent, alice, bob):
         builder.add_edge("propose", END)
         return builder.compile(checkpointer=checkpointer)
 
-    agent_register(AgentSpec(name="note_agent", version="2", factory=v2_without_approve,
-                             policy="migrate", migrate=lambda values, v: {}))
+    agent_register(
+        AgentSpec(
+            name="note_agent",
+            version="2",
+            factory=v2_without_approve,
+            policy="migrate",
+            migrate=lambda values, v: {},
+        )
+    )
     agent_unregister("note_agent", "1")
     _decide(run, bob)
     assert runner.run_advance(run_id=run.id).startswith("flagged")

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import SandboxDeploy
+from approvals.policy_services import policy_seed_demo
 
 DEMO_PASSWORD = "demo"
 
@@ -108,6 +109,7 @@ class Command(BaseCommand):
                 demo_person_seed(person=person, groups=groups)
             for deploy in DEPLOYS:
                 demo_deploy_seed(deploy=deploy, now=now)
+            policy_seed_demo()  # tiers read / write / critical and tool policies
         self.stdout.write("Demo logins (password for everyone: demo):")
         for person in PEOPLE:
             self.stdout.write(f"  {person.username:<6} {person.role}")

@@ -1,0 +1,236 @@
+"""The notification outbox: rows written in the event's transaction, delivered by a task.
+
+Channels: email through Django's email backend, and a webhook (JSON POST with a
+Slack-compatible ``text``) configured per tier. Delivery retries with exponential backoff and
+ends in ``failed`` after NOTIFICATION_MAX_ATTEMPTS; it never touches the approval itself, so
+a failing channel cannot block or undo a decision.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import urllib.error
+import urllib.request
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from approvals.models import ApprovalRequest, Notification, RiskTier
+
+log = logging.getLogger(__name__)
+
+DELIVER_TASK = "approvals.tasks.notification_deliver"
+MAX_ATTEMPTS = getattr(settings, "NOTIFICATION_MAX_ATTEMPTS", 5)
+BACKOFF_BASE_SECONDS = 30
+BACKOFF_MAX_SECONDS = 3600
+# A claimed delivery is not picked up again for this long (the task's own time budget).
+CLAIM_SECONDS = 120
+WEBHOOK_TIMEOUT_SECONDS = 10
+
+Event = Notification.Event
+
+
+def approval_url(approval: ApprovalRequest) -> str:
+    return f"{settings.CONSOLE_BASE_URL.rstrip('/')}/approvals/{approval.pk}/"
+
+
+def _text(*, approval: ApprovalRequest, event: str, detail: str) -> tuple[str, str]:
+    """(subject, Slack-compatible text) for one event."""
+    what = f"{approval.tool} ({approval.tier}) for run {str(approval.run_id)[:8]}"
+    subject = {
+        Event.REQUEST: f"Approval needed: {what}",
+        Event.REMINDER: f"Reminder: approval of {what} expires soon",
+        Event.ESCALATION: f"Escalated: approval of {what}",
+        Event.EXPIRY: f"Expired: approval of {what}",
+        Event.DECISION: f"Decided: approval of {what}",
+    }[event]
+    text = (
+        f"{subject}. {detail}".strip()
+        + f"\n<{approval_url(approval)}|Open approval #{approval.pk}>"
+    )
+    return subject[:200], text
+
+
+def _emails(*, group_ids: set[int], exclude_user_id: int | None) -> list[str]:
+    if not group_ids:
+        return []
+    users = get_user_model().objects.filter(groups__in=group_ids, is_active=True).exclude(email="")
+    if exclude_user_id is not None:
+        users = users.exclude(pk=exclude_user_id)
+    return sorted(set(users.values_list("email", flat=True)))
+
+
+def _recipients(*, approval: ApprovalRequest, tier: RiskTier, event: str) -> list[str]:
+    requester_id = approval.run.requested_by_id
+    if event in (Event.EXPIRY, Event.DECISION):
+        email = approval.run.requested_by.email
+        return [email] if email else []
+    if event == Event.ESCALATION:
+        return _emails(group_ids={tier.escalation_group_id} - {None}, exclude_user_id=requester_id)
+    group_ids = {group.pk for group in tier.approver_groups.all()}
+    if event == Event.REMINDER and approval.escalated_at and tier.escalation_group_id:
+        group_ids.add(tier.escalation_group_id)
+    return _emails(group_ids=group_ids, exclude_user_id=requester_id)
+
+
+def notifications_create(
+    *, approval: ApprovalRequest, event: str, tier: RiskTier | None, detail: str = ""
+) -> list[Notification]:
+    """Outbox rows for one event (call inside the event's transaction); queued on commit.
+
+    A tier without a RiskTier row has no notification settings, so nothing is sent.
+    """
+    if tier is None:
+        return []
+    subject, text = _text(approval=approval, event=event, detail=detail)
+    now = timezone.now()
+    payload = {
+        "text": text,
+        "event": event,
+        "approval_id": approval.pk,
+        "run_id": str(approval.run_id),
+        "tool": approval.tool,
+        "tier": approval.tier,
+        "status": approval.status,
+        "expires_at": approval.expires_at.isoformat(),
+        "url": approval_url(approval),
+    }
+    rows: list[Notification] = []
+    if tier.email_notifications:
+        for email in _recipients(approval=approval, tier=tier, event=event):
+            rows.append(
+                Notification(
+                    event=event,
+                    channel=Notification.Channel.EMAIL,
+                    recipient=email,
+                    subject=subject,
+                    text=text,
+                    payload=payload,
+                    approval=approval,
+                    next_attempt_at=now,
+                )
+            )
+    if tier.webhook_url:
+        rows.append(
+            Notification(
+                event=event,
+                channel=Notification.Channel.WEBHOOK,
+                recipient=tier.webhook_url,
+                subject=subject,
+                text=text,
+                payload=payload,
+                approval=approval,
+                next_attempt_at=now,
+            )
+        )
+    for row in rows:
+        row.save(force_insert=True)
+        notification_deliver_enqueue(notification_id=row.pk)
+    return rows
+
+
+def notification_deliver_enqueue(*, notification_id: int) -> None:
+    transaction.on_commit(lambda: async_task(DELIVER_TASK, notification_id, group="notifications"))
+
+
+def notification_deliver_later(*, notification_id: int) -> None:
+    """Queue a delivery now (outside any transaction: the sweep's retries)."""
+    async_task(DELIVER_TASK, notification_id, group="notifications")
+
+
+def backoff_seconds(attempts: int) -> int:
+    """Delay before the next attempt after ``attempts`` failed ones: 30 s, 60 s, 120 s ..."""
+    return min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempts - 1))
+
+
+def notification_deliver(*, notification_id: int) -> str:
+    """Deliver one notification if it is due; returns what happened (for logs and tests).
+
+    The claim is a conditional update (pending, due) that pushes ``next_attempt_at`` ahead,
+    so the on-commit task and a sweep retry never deliver the same row at once.
+    """
+    now = timezone.now()
+    claimed = Notification.objects.filter(
+        pk=notification_id, status=Notification.Status.PENDING, next_attempt_at__lte=now
+    ).update(
+        attempts=F("attempts") + 1,
+        next_attempt_at=now + dt.timedelta(seconds=CLAIM_SECONDS),
+    )
+    if not claimed:
+        return "skipped: not due"
+    row = Notification.objects.get(pk=notification_id)
+    try:
+        _send(row)
+    except Exception as exc:  # noqa: BLE001 - any channel failure is recorded, never raised
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        if row.attempts >= MAX_ATTEMPTS:
+            Notification.objects.filter(pk=row.pk).update(
+                status=Notification.Status.FAILED, last_error=error
+            )
+            log.warning("notification %s failed for good: %s", row.pk, error)
+            return f"failed: {error}"
+        delay = backoff_seconds(row.attempts)
+        Notification.objects.filter(pk=row.pk).update(
+            last_error=error, next_attempt_at=timezone.now() + dt.timedelta(seconds=delay)
+        )
+        return f"retry in {delay}s: {error}"
+    Notification.objects.filter(pk=row.pk).update(
+        status=Notification.Status.SENT, sent_at=timezone.now(), last_error=""
+    )
+    return "sent"
+
+
+def _send(row: Notification) -> None:
+    if row.channel == Notification.Channel.EMAIL:
+        send_mail(
+            row.subject,
+            row.text,
+            settings.DEFAULT_FROM_EMAIL,
+            [row.recipient],
+            fail_silently=False,
+        )
+        return
+    body = json.dumps(row.payload or {"text": row.text}).encode()
+    request = urllib.request.Request(
+        row.recipient,
+        data=body,
+        headers={"Content-Type": "application/json", "User-Agent": "approval-console"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:  # noqa: S310 - admin-configured URL
+        status = response.status
+    if not 200 <= status < 300:
+        raise urllib.error.HTTPError(row.recipient, status, "unexpected status", None, None)
+
+
+def notifications_due(*, now: dt.datetime, limit: int) -> list[int]:
+    """Ids of pending notifications whose next attempt is due (indexed, bounded).
+
+    A fresh row belongs to the task queued when it was written; the sweep takes it only once
+    that task had CLAIM_SECONDS to run (it may have been lost with its worker).
+    """
+    fresh = now - dt.timedelta(seconds=CLAIM_SECONDS)
+    return list(
+        Notification.objects.filter(status=Notification.Status.PENDING, next_attempt_at__lte=now)
+        .filter(Q(attempts__gt=0) | Q(created_at__lte=fresh))
+        .order_by("next_attempt_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+def notification_retry(*, notification_id: int) -> None:
+    """An administrator's retry: back to pending with fresh attempts, queued on commit."""
+    with transaction.atomic():
+        Notification.objects.filter(pk=notification_id).update(
+            status=Notification.Status.PENDING,
+            attempts=0,
+            next_attempt_at=timezone.now(),
+        )
+        notification_deliver_enqueue(notification_id=notification_id)

@@ -1,0 +1,15 @@
+"""django-q2 tasks of the approvals app: each fetches by id and calls one service."""
+
+from __future__ import annotations
+
+from approvals.notifications import notification_deliver as _deliver
+from approvals.sweep import approvals_sweep as _sweep
+
+
+def approvals_sweep() -> dict[str, int]:
+    """Every minute (Schedule): remind, escalate, expire, retry notifications."""
+    return _sweep()
+
+
+def notification_deliver(notification_id: int) -> str:
+    return _deliver(notification_id=notification_id)

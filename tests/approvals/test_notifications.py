@@ -1,0 +1,174 @@
+"""The outbox: email through Django's backend, webhooks with retries, backoff, final failure."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import time_machine
+from django.core import mail
+
+from approvals import notifications
+from approvals.models import ApprovalRequest, Notification, RiskTier
+from approvals.notifications import notification_deliver
+from approvals.sweep import approvals_sweep
+
+from .conftest import decide, request_approval, tasks_named
+
+DELIVER = "approvals.tasks.notification_deliver"
+T0 = dt.datetime(2030, 1, 1, 9, 0, tzinfo=dt.UTC)
+
+
+class Hook:
+    """A local webhook receiver that fails the first ``failures`` requests with 500."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.bodies: list[dict] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.bodies.append(json.loads(body))
+                failing = len(hook.bodies) <= hook.failures
+                self.send_response(500 if failing else 200)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook_factory(demo_policy) -> Iterator:
+    hooks: list[Hook] = []
+
+    def make(failures: int) -> Hook:
+        hook = Hook(failures)
+        hooks.append(hook)
+        RiskTier.objects.filter(name="write").update(webhook_url=hook.url)
+        return hook
+
+    yield make
+    for hook in hooks:
+        hook.close()
+
+
+def webhook_of(approval: ApprovalRequest, event: str = "request") -> Notification:
+    return Notification.objects.get(
+        approval=approval, event=event, channel=Notification.Channel.WEBHOOK
+    )
+
+
+def test_the_request_is_sent_by_email_and_as_a_slack_compatible_webhook(
+    hook_factory, alice, queued, django_capture_on_commit_callbacks
+):
+    hook = hook_factory(failures=0)
+    with django_capture_on_commit_callbacks(execute=True):
+        approval = request_approval(requester=alice, tier="write")
+    rows = Notification.objects.filter(approval=approval)
+    assert {call[1] for call in tasks_named(queued, DELIVER)} == set(
+        rows.values_list("id", flat=True)
+    )
+
+    for row in rows:
+        assert notification_deliver(notification_id=row.id) == "sent"
+
+    assert sorted(m.to[0] for m in mail.outbox) == ["bob@example.com", "carol@example.com"]
+    assert "Approval needed: refund_order (write)" in mail.outbox[0].subject
+    (body,) = hook.bodies
+    assert body["text"].startswith("Approval needed: refund_order (write)")
+    assert f"/approvals/{approval.id}/" in body["text"]
+    assert (body["event"], body["approval_id"]) == ("request", approval.id)
+    assert set(rows.values_list("status", flat=True)) == {"sent"}
+
+
+def test_a_failing_webhook_is_retried_with_backoff_until_it_succeeds(hook_factory, alice, queued):
+    hook = hook_factory(failures=2)
+    with time_machine.travel(T0, tick=False) as clock:
+        row = webhook_of(request_approval(requester=alice, tier="write"))
+
+        assert notification_deliver(notification_id=row.id).startswith("retry in 30s")
+        assert notification_deliver(notification_id=row.id) == "skipped: not due"
+        clock.shift(dt.timedelta(seconds=30))
+        queued.reset_mock()
+        approvals_sweep()  # the sweep queues the due retry
+        assert (DELIVER, row.id) in tasks_named(queued, DELIVER)
+        assert notification_deliver(notification_id=row.id).startswith("retry in 60s")
+        clock.shift(dt.timedelta(seconds=60))
+        assert notification_deliver(notification_id=row.id) == "sent"
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.last_error) == ("sent", 3, "")
+    assert len(hook.bodies) == 3
+
+
+def test_a_webhook_that_keeps_failing_ends_failed_and_visible_in_the_admin(
+    hook_factory, alice, bob, admin_client
+):
+    hook_factory(failures=1000)
+    with time_machine.travel(T0, tick=False) as clock:
+        approval = request_approval(requester=alice, tier="write")
+        row = webhook_of(approval)
+        results = []
+        for _ in range(notifications.MAX_ATTEMPTS):
+            results.append(notification_deliver(notification_id=row.id))
+            clock.shift(dt.timedelta(hours=1))
+        assert notification_deliver(notification_id=row.id) == "skipped: not due"
+
+    assert results[-1].startswith("failed: HTTPError")
+    row.refresh_from_db()
+    assert row.status == Notification.Status.FAILED
+    assert row.attempts == notifications.MAX_ATTEMPTS
+    assert "500" in row.last_error
+    page = admin_client.get("/admin/approvals/notification/", {"status__exact": "failed"})
+    assert page.status_code == 200
+    assert row.recipient in page.content.decode()
+    # The decision never depended on it.
+    assert decide(approval, bob).status == ApprovalRequest.Status.APPROVED
+
+
+def test_an_unreachable_webhook_never_blocks_or_undoes_a_decision(
+    demo_policy, alice, bob, queued, django_capture_on_commit_callbacks
+):
+    RiskTier.objects.filter(name="write").update(webhook_url="http://127.0.0.1:9/closed")
+    approval = request_approval(requester=alice, tier="write")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        decided = decide(approval, bob)
+    hook = webhook_of(approval, "decision")
+    result = notification_deliver(notification_id=hook.id)
+
+    assert result.startswith("retry in")
+    decided.refresh_from_db()
+    assert decided.status == ApprovalRequest.Status.APPROVED
+    assert tasks_named(queued, "agents.tasks.run_advance")
+
+
+def test_the_requester_is_told_about_the_decision(demo_policy, alice, bob):
+    approval = request_approval(requester=alice, tier="write")
+    decide(approval, bob, decision="reject", message="no")
+
+    row = Notification.objects.get(approval=approval, event="decision", channel="email")
+    assert row.recipient == "alice@example.com"
+    assert notification_deliver(notification_id=row.id) == "sent"
+    assert "bob chose reject" in mail.outbox[0].body
+
+
+def test_without_tier_rows_nothing_is_sent(db, alice, bob):
+    approval = request_approval(requester=alice, tier="write")
+    decide(approval, bob)
+    assert not Notification.objects.exists()
