@@ -1,0 +1,52 @@
+# Developer and CI entry points. `make run` serves the demo; `make test` runs every test.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv deps chromium run test lint format bench
+
+help:
+	@echo "make run    install, migrate, seed demo data, serve on http://127.0.0.1:$${PORT:-8000}/"
+	@echo "make test   install (incl. Debian chromium) and run the whole test suite"
+	@echo "make lint   ruff check + ruff format --check"
+	@echo "make bench  run the benchmarks in bench/"
+
+# The project installs no package of its own: the venv gets the pinned dependencies
+# (runtime + dev) listed in pyproject.toml, and re-installs whenever that file changes.
+$(INSTALLED): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["dev"]))' > $(VENV)/requirements.txt
+	$(VENV)/bin/pip install --disable-pip-version-check -q -r $(VENV)/requirements.txt
+	touch $@
+
+venv: $(INSTALLED)
+
+# Browser tests drive Debian's chromium (never a downloaded browser build).
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+deps: venv chromium
+
+run: venv
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
+	$(PY) manage.py seed_demo
+	$(PY) manage.py serve
+
+# collectstatic first: the real web servers that some tests start serve var/staticfiles.
+test: deps
+	$(PY) manage.py collectstatic --noinput -v 0
+	$(VENV)/bin/pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: venv
+	@set -e; for script in bench/*.py; do echo "== $$script"; $(PY) $$script; done
