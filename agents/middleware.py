@@ -149,7 +149,8 @@ def _evidence(state: dict[str, Any]) -> list[str]:
     evidence = []
     for message in state.get("messages", []):
         if isinstance(message, HumanMessage):
-            evidence.append(f"request: {message_text(message)}")
+            # The first line is the person's words; the rest repeats the input as JSON.
+            evidence.append(f"request: {message_text(message).strip().splitlines()[0]}")
         elif isinstance(message, ToolMessage):
             evidence.append(f"{message.name}: {message_text(message)}")
     return evidence

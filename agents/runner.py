@@ -507,6 +507,7 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
                 "values": values,
                 "changed": changed,
                 "interrupts": [jsonable(i.value) for i in getattr(snap, "interrupts", ()) or ()],
+                "interrupt_ids": [i.id for i in getattr(snap, "interrupts", ()) or ()],
             }
         )
         previous = snap

@@ -30,3 +30,12 @@ def runs_orphan_interrupts(*, runs: Any = None) -> dict[str, list[str]]:
         if missing:
             orphans[str(run.pk)] = missing
     return orphans
+
+
+def run_interrupts_without_approval(*, run: AgentRun) -> list[str]:
+    """Interrupt ids anywhere in the run's checkpoint history that no ApprovalRequest answers."""
+    from agents.runner import run_history
+
+    seen = {iid for step in run_history(run=run) for iid in step["interrupt_ids"]}
+    known = set(run.approvals.values_list("interrupt_id", flat=True))
+    return sorted(seen - known)

@@ -18,12 +18,11 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG:
-        # A fixed development key keeps `make run` and the tests zero-configuration;
-        # production sets SECRET_KEY (the README says so).
-        SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
-    else:
-        SECRET_KEY = "insecure-development-key"
+    # Zero-configuration for `make run` and the tests; a deployment sets SECRET_KEY
+    # (README: Configuration), and DJANGO_REQUIRE_SECRET_KEY=true makes that mandatory.
+    if env_bool("DJANGO_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("SECRET_KEY must be set (DJANGO_REQUIRE_SECRET_KEY is on)")
+    SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -171,7 +170,11 @@ else:
 # Checkpoints deserialize only known types (read by langgraph at import, hence here).
 os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
 # "provider:model" for LangChain's init_chat_model; empty uses the built-in offline model.
-AGENT_MODEL = env_str("AGENT_MODEL", "")
+AGENT_MODEL = env_str("AGENT_MODEL", "").strip()
+if AGENT_MODEL and ":" not in AGENT_MODEL:
+    raise ImproperlyConfigured(
+        f"AGENT_MODEL must look like 'provider:model' (e.g. openai:gpt-4o-mini), got {AGENT_MODEL!r}"
+    )
 try:
     CONSOLE_AGENTS: dict[str, str] = json.loads(env_str("CONSOLE_AGENTS", "{}") or "{}")
 except json.JSONDecodeError as exc:

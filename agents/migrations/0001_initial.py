@@ -6,124 +6,228 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('approvals', '0001_initial'),
+        ("approvals", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SandboxDeploy',
+            name="SandboxDeploy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=200, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('service', models.CharField(db_index=True, max_length=100)),
-                ('version', models.CharField(max_length=50)),
-                ('previous_version', models.CharField(blank=True, max_length=50)),
-                ('is_rollback', models.BooleanField(default=False)),
-                ('deployed_at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=200, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("service", models.CharField(db_index=True, max_length=100)),
+                ("version", models.CharField(max_length=50)),
+                ("previous_version", models.CharField(blank=True, max_length=50)),
+                ("is_rollback", models.BooleanField(default=False)),
+                ("deployed_at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['-deployed_at'],
+                "ordering": ["-deployed_at"],
             },
         ),
         migrations.CreateModel(
-            name='SandboxInventoryMovement',
+            name="SandboxInventoryMovement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=200, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('sku', models.CharField(db_index=True, max_length=50)),
-                ('delta', models.IntegerField()),
-                ('reason', models.CharField(blank=True, max_length=200)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=200, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("sku", models.CharField(db_index=True, max_length=50)),
+                ("delta", models.IntegerField()),
+                ("reason", models.CharField(blank=True, max_length=200)),
             ],
             options={
-                'abstract': False,
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='SandboxNotification',
+            name="SandboxNotification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=200, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('channel', models.CharField(max_length=30)),
-                ('recipient', models.CharField(max_length=200)),
-                ('message', models.TextField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=200, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("channel", models.CharField(max_length=30)),
+                ("recipient", models.CharField(max_length=200)),
+                ("message", models.TextField()),
             ],
             options={
-                'abstract': False,
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='SandboxPayment',
+            name="SandboxPayment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=200, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('order_id', models.CharField(db_index=True, max_length=50)),
-                ('kind', models.CharField(choices=[('charge', 'Charge'), ('refund', 'Refund'), ('refund_reversal', 'Refund Reversal')], max_length=20)),
-                ('amount', models.DecimalField(decimal_places=2, max_digits=12)),
-                ('currency', models.CharField(default='USD', max_length=3)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=200, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("order_id", models.CharField(db_index=True, max_length=50)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("charge", "Charge"),
+                            ("refund", "Refund"),
+                            ("refund_reversal", "Refund Reversal"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("amount", models.DecimalField(decimal_places=2, max_digits=12)),
+                ("currency", models.CharField(default="USD", max_length=3)),
             ],
             options={
-                'abstract': False,
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='SandboxTicket',
+            name="SandboxTicket",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=200, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('service', models.CharField(max_length=100)),
-                ('title', models.CharField(max_length=300)),
-                ('severity', models.CharField(max_length=10)),
-                ('body', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('closed', 'Closed')], default='open', max_length=10)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=200, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("service", models.CharField(max_length=100)),
+                ("title", models.CharField(max_length=300)),
+                ("severity", models.CharField(max_length=10)),
+                ("body", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "Open"), ("closed", "Closed")],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
             ],
             options={
-                'abstract': False,
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='Effect',
+            name="Effect",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200, unique=True)),
-                ('tool', models.CharField(max_length=100)),
-                ('args', models.JSONField(default=dict)),
-                ('args_fingerprint', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('claimed', 'Claimed'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('compensated', 'Compensated')], default='claimed', max_length=12)),
-                ('result', models.JSONField(blank=True, default=dict)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('approval', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='effects', to='approvals.approvalrequest')),
-                ('compensates', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensation', to='agents.effect')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='effects', to='approvals.agentrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=200, unique=True)),
+                ("tool", models.CharField(max_length=100)),
+                ("args", models.JSONField(default=dict)),
+                ("args_fingerprint", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("claimed", "Claimed"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("compensated", "Compensated"),
+                        ],
+                        default="claimed",
+                        max_length=12,
+                    ),
+                ),
+                ("result", models.JSONField(blank=True, default=dict)),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "approval",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="effects",
+                        to="approvals.approvalrequest",
+                    ),
+                ),
+                (
+                    "compensates",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="compensation",
+                        to="agents.effect",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="effects",
+                        to="approvals.agentrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='RunStartKey',
+            name="RunStartKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('request_hash', models.CharField(max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='approvals.agentrun')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=200)),
+                ("request_hash", models.CharField(max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="approvals.agentrun",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('user', 'key'), name='run_start_key_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("user", "key"), name="run_start_key_unique")
+                ],
             },
         ),
     ]

@@ -4,14 +4,16 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0002_sandbox_request_hash'),
+        ("agents", "0002_sandbox_request_hash"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='effect',
-            options={'ordering': ['created_at', 'id'], 'permissions': [('time_travel', 'Can view past run states and fork from them')]},
+            name="effect",
+            options={
+                "ordering": ["created_at", "id"],
+                "permissions": [("time_travel", "Can view past run states and fork from them")],
+            },
         ),
     ]

@@ -12,6 +12,8 @@ import pytest
 from django.utils import timezone
 
 from agents.models import Effect, SandboxDeploy, SandboxNotification, SandboxTicket
+from agents.selectors import run_interrupts_without_approval
+from approvals.models import AgentRun
 from tests.support.processes import logs_section
 from tests.support.runs import (
     TERMINAL,
@@ -117,6 +119,9 @@ def test_twenty_runs_complete_with_each_effect_once_while_the_worker_is_killed_a
         [action] = [a for a in run["approvals"] if a["tool"] in (TICKET, ROLLBACK)]
         approved_tool[run["id"]] = action["tool"]
         assert Counter(e["tool"] for e in run["effects"]) == Counter({action["tool"]: 1, NOTIFY: 1})
+    # Every interrupt any run ever raised (read from its checkpoint history) has its request.
+    for run in AgentRun.objects.all():
+        assert run_interrupts_without_approval(run=run) == [], run.pk
     wanted = Counter(approved_tool.values())
     assert wanted[TICKET] > 0 and wanted[ROLLBACK] > 0, wanted
 

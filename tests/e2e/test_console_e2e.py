@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
+from agents.models import SandboxTicket
 from tests.support.processes import ApiClient
 from tests.support.runs import (
     is_completed,
@@ -97,7 +98,7 @@ def test_bob_approves_edits_and_rejects_from_the_queue_and_each_run_completes(
     page.get_by_role("button", name="Preview changes").click()
     expect(page.locator("#id_args-title_error")).to_contain_text("too short")
     expect(page.locator("#edit-diff")).to_have_count(0)
-    page.locator("#id_args-title").fill(EDITED_TITLE)
+    title.fill(EDITED_TITLE)
     page.get_by_role("button", name="Preview changes").click()
     diff = page.locator("#edit-diff")
     expect(diff.locator("ins")).to_have_text(EDITED_TITLE)
@@ -112,7 +113,7 @@ def test_bob_approves_edits_and_rejects_from_the_queue_and_each_run_completes(
 
     # Reject with a message to the agent.
     page.click(queue_link(refused))
-    page.get_by_text("Reject", exact=True).first.click()
+    page.locator("#reject-group > summary").click()
     page.fill("#reject-message", REJECT_MESSAGE)
     page.click("#decide-reject button[type=submit]")
     on_queue(page)
@@ -144,6 +145,9 @@ def test_bob_approves_edits_and_rejects_from_the_queue_and_each_run_completes(
     expect(page.locator(".sandbox-card")).to_contain_text(EDITED_TITLE)
     expect(page.locator("#approvals-heading + table")).to_contain_text("Edited")
     bob_browser.screenshot("run-detail.png")
+    # Exactly the edited args ran: the untouched multi-line body kept its line breaks.
+    written = SandboxTicket.objects.get()
+    assert (written.title, written.body) == (EDITED_TITLE, ticket["args"]["body"])
 
     # The rejected refund completed without touching anything.
     assert runs["refused"]["effects"] == []

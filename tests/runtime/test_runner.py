@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from agents import runner
+from agents.selectors import run_interrupts_without_approval
 from agents.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
@@ -229,6 +230,11 @@ def test_history_lists_steps_with_changes(note_agent, alice, bob):
     assert any(step["nodes"] == ["execute"] for step in history)
     last = history[-1]
     assert last["changed"]["log"][-1] == "executed"
+    paused = [step for step in history if step["interrupt_ids"]]
+    assert [iid for step in paused for iid in step["interrupt_ids"]] == [
+        run.approvals.get().interrupt_id
+    ]
+    assert run_interrupts_without_approval(run=run) == []
 
 
 def test_fork_from_the_paused_step_starts_a_new_branch(note_agent, alice, bob):
