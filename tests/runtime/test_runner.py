@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from agents import runner
-from agents.selectors import run_interrupts_without_approval
 from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents.selectors import run_interrupts_without_approval
 from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
