@@ -481,23 +481,13 @@ def _approval_finalise(
         "policy_version": approval.policy_version,
         "decided_at": now.isoformat(),
     }
-    approval.status = ApprovalRequest.DECISION_STATUS[decision]
-    approval.decided_by = user
-    approval.decided_by_label = label
-    approval.decided_at = now
-    approval.decision = value
-    approval.remind_at = None
-    approval.escalate_at = None
-    approval.save(
-        update_fields=[
-            "status",
-            "decided_by",
-            "decided_by_label",
-            "decided_at",
-            "decision",
-            "remind_at",
-            "escalate_at",
-        ]
+    approval_close(
+        approval=approval,
+        status=ApprovalRequest.DECISION_STATUS[decision],
+        decided_by=user,
+        label=label,
+        value=value,
+        now=now,
     )
     event_record(
         action="approval.decided",
@@ -526,6 +516,36 @@ def _approval_finalise(
         detail=f"{label} chose {decision}.",
     )
     run_advance_enqueue(run_id=approval.run_id)
+
+
+def approval_close(
+    *,
+    approval: ApprovalRequest,
+    status: str,
+    decided_by: Any,
+    label: str,
+    value: dict[str, Any],
+    now: dt.datetime,
+) -> None:
+    """Store the final outcome on a locked approval; nothing is due for it afterwards."""
+    approval.status = status
+    approval.decided_by = decided_by
+    approval.decided_by_label = label
+    approval.decided_at = now
+    approval.decision = value
+    approval.remind_at = None
+    approval.escalate_at = None
+    approval.save(
+        update_fields=[
+            "status",
+            "decided_by",
+            "decided_by_label",
+            "decided_at",
+            "decision",
+            "remind_at",
+            "escalate_at",
+        ]
+    )
 
 
 def _decision_args(

@@ -15,7 +15,7 @@ from django.utils import timezone
 from approvals import notifications, policy
 from approvals.models import ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
-from approvals.services import TIMEOUT_ACTOR, run_advance_enqueue
+from approvals.services import TIMEOUT_ACTOR, approval_close, run_advance_enqueue
 from audit.services import event_record
 
 # Rows handled per step and sweep; the next sweep continues with the rest.
@@ -75,27 +75,17 @@ def approval_expire(*, approval_id: int, now: dt.datetime | None = None) -> bool
             "decided_at": now.isoformat(),
         }
         # A default of approve must pass the ledger's check, so it is stored as approved.
-        locked.status = (
-            ApprovalRequest.Status.APPROVED
-            if default == RiskTier.ExpiryDecision.APPROVE
-            else ApprovalRequest.Status.EXPIRED
-        )
-        locked.decided_by = None
-        locked.decided_by_label = TIMEOUT_ACTOR
-        locked.decided_at = now
-        locked.decision = value
-        locked.remind_at = None
-        locked.escalate_at = None
-        locked.save(
-            update_fields=[
-                "status",
-                "decided_by",
-                "decided_by_label",
-                "decided_at",
-                "decision",
-                "remind_at",
-                "escalate_at",
-            ]
+        approval_close(
+            approval=locked,
+            status=(
+                ApprovalRequest.Status.APPROVED
+                if default == RiskTier.ExpiryDecision.APPROVE
+                else ApprovalRequest.Status.EXPIRED
+            ),
+            decided_by=None,
+            label=TIMEOUT_ACTOR,
+            value=value,
+            now=now,
         )
         event_record(
             action="approval.expired",
