@@ -18,11 +18,12 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from agents.models import Effect
 from agents.tools import tool_find, tool_get
 from approvals import policy
-from approvals.models import ApprovalRequest
+from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import canonical_json, payload_hash
 from audit.services import event_record
 
@@ -73,6 +74,11 @@ class EffectArgsMismatch(LedgerError):
 class EffectTierRose(EffectArgsMismatch):
     """Under the policy in force now, the approved args need a higher tier than the approval
     was decided in; the gate asks again before this point, so this is the last line."""
+
+
+class LeaseNotHeld(LedgerError):
+    """This worker no longer holds the run's lease: another worker owns the run now, so this
+    one must not call downstream (fencing for invariants 1 and 6)."""
 
 
 class CompensationFailed(LedgerError):
@@ -166,11 +172,30 @@ def run_compensate(*, run_id: str) -> list[Effect]:
     One compensation failing does not stop the others; ``CompensationFailed`` then lists the
     keys left as they were (each failure is also an "effect.failed" audit event).
     """
+    done: list[Effect] = []
+    failed: list[str] = []
+    # A worker killed mid-call leaves a claimed effect that may have reached downstream:
+    # finish it first (same key, the downstream dedupes), so it can then be undone.
+    unfinished = Effect.objects.filter(
+        run_id=run_id, status=Effect.Status.CLAIMED, compensates__isnull=True
+    ).order_by("created_at", "id")
+    for effect in list(unfinished):
+        try:
+            _execute(
+                run_id=str(run_id),
+                key=effect.key,
+                tool=effect.tool,
+                args=effect.args,
+                approval_id=None,
+                approved_args=effect.args,
+                compensates=None,
+            )
+        except ToolError as exc:
+            logger.warning("could not finish %s before compensating: %s", effect.key, exc)
+            failed.append(effect.key)
     effects = Effect.objects.filter(
         run_id=run_id, status=Effect.Status.SUCCEEDED, compensates__isnull=True
     ).order_by("-created_at", "-id")
-    done: list[Effect] = []
-    failed: list[str] = []
     for effect in list(effects):
         try:
             compensation = effect_compensate(effect=effect)
@@ -222,6 +247,7 @@ def _execute(
     if effect.status in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
         return effect.result
 
+    _fence(run_id)
     attempts = 0
     max_attempts = settings.TOOL_MAX_RETRIES + 1
     while True:
@@ -241,6 +267,28 @@ def _execute(
             raise
         else:
             return _succeed(effect, _json(result), attempts=attempts, args=args)
+
+
+def _lease_owner() -> str | None:
+    """The lease owner the runner put in the graph config, when called inside a run."""
+    try:
+        from langgraph.config import get_config
+
+        return get_config().get("configurable", {}).get("lease_owner")
+    except RuntimeError:  # not inside a graph (compensation, tests): nothing to fence
+        return None
+
+
+def _fence(run_id: str) -> None:
+    """Refuse to call downstream unless this worker still holds the run's live lease."""
+    owner = _lease_owner()
+    if owner is None:
+        return
+    held = AgentRun.objects.filter(
+        pk=run_id, lease_owner=owner, lease_expires_at__gt=timezone.now()
+    ).exists()
+    if not held:
+        raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
 
 
 def _claim(

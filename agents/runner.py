@@ -26,6 +26,7 @@ from langgraph.types import Command
 
 from agents import protocol
 from agents.checkpoint import checkpointer_get
+from agents.ledger import LeaseNotHeld
 from agents.registry import AgentSpec, UnknownAgent, agent_get, agent_is_registered
 from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
@@ -87,14 +88,22 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
             return None
         run.lease_owner = owner
         run.lease_expires_at = now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
-        run.save(update_fields=["lease_owner", "lease_expires_at", "updated_at"])
+        # Whatever asked for this advance is now being handled: we read the state after this.
+        run.wake_requested = False
+        run.save(update_fields=["lease_owner", "lease_expires_at", "wake_requested", "updated_at"])
     return run
 
 
 def lease_release(*, run_id: Any, owner: str) -> None:
-    AgentRun.objects.filter(pk=run_id, lease_owner=owner).update(
-        lease_owner="", lease_expires_at=None
-    )
+    """Give the lease back; if an advance was asked for meanwhile, queue it now."""
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().filter(pk=run_id, lease_owner=owner).first()
+        if run is None:
+            return
+        AgentRun.objects.filter(pk=run_id).update(lease_owner="", lease_expires_at=None)
+        if run.wake_requested:
+            # Its own task was skipped while we held the lease (lost wake-up otherwise).
+            approval_services.run_advance_enqueue(run_id=run_id)
 
 
 class Heartbeat:
@@ -119,15 +128,17 @@ class Heartbeat:
         try:
             while not self._stop.wait(settings.RUN_HEARTBEAT_SECONDS):
                 expires = timezone.now() + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
-                kept = AgentRun.objects.filter(pk=self.run_id, lease_owner=self.owner).update(
-                    lease_expires_at=expires
-                )
-                if not kept:
+                try:
+                    kept = AgentRun.objects.filter(pk=self.run_id, lease_owner=self.owner).update(
+                        lease_expires_at=expires
+                    )
+                except Exception:  # noqa: BLE001 - a blip: try again; the ledger fences effects
+                    log.exception("lease heartbeat failed for run %s; retrying", self.run_id)
+                    connection.close()
+                    continue
+                if not kept:  # another worker took the run over
                     self.lost.set()
                     return
-        except Exception:  # noqa: BLE001 - a failed beat means the lease may lapse; say so
-            log.exception("lease heartbeat failed for run %s", self.run_id)
-            self.lost.set()
         finally:
             connection.close()
 
@@ -144,8 +155,13 @@ def run_advance(*, run_id: Any) -> str:
     try:
         with Heartbeat(run_id=run.pk, owner=owner) as beat:
             return _advance(run, beat)
-    except LeaseLost:
+    except (LeaseLost, LeaseNotHeld):
         return "stopped: lease lost"
+    except approval_services.RunStopped:
+        fresh = AgentRun.objects.get(pk=run.pk)
+        if fresh.cancel_requested:
+            return _compensate_cancelled(fresh)
+        return f"stopped: run is {fresh.status}"
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
         return _record_failure(run, exc)
     finally:
@@ -272,7 +288,13 @@ def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for intr in interrupts:
         values[intr.id] = intr.value
-        items.extend(protocol.approval_items(interrupt_id=intr.id, value=intr.value))
+        items.extend(
+            protocol.approval_items(
+                interrupt_id=intr.id,
+                value=intr.value,
+                response_schema=getattr(intr, "response_schema", None),
+            )
+        )
     approval_services.approval_requests_sync(run=run, requests=items)
     by_interrupt: dict[str, list[ApprovalRequest]] = {}
     for approval in run.approvals.filter(interrupt_id__in=list(values)).order_by("action_index"):
@@ -290,6 +312,8 @@ def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
 
 def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Heartbeat) -> str:
     config = thread_config(run, version=version)
+    # The ledger refuses to call downstream unless this worker still holds the lease.
+    config["configurable"]["lease_owner"] = beat.owner
     for update in graph.stream(graph_input, config, stream_mode="updates", durability="sync"):
         steps = sum(1 for node in update if node != "__interrupt__")
         tokens = _tokens_in(update)
@@ -316,10 +340,10 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
             )
     state = graph.get_state(thread_config(run))
     if state.interrupts:
-        resume = _sync_and_collect(run, state.interrupts)
+        _sync_and_collect(run, state.interrupts)
+        # A decision made since we took the lease set the wake flag: the lease release
+        # queues the next advance.
         approval_services.run_mark_waiting(run=run)
-        if resume:  # decided in the meantime: go on at once
-            approval_services.run_advance_enqueue(run_id=run.pk)
         return "waiting"
     if state.next:
         raise RuntimeError(f"graph stopped with pending nodes {state.next} and no interrupt")
@@ -391,6 +415,13 @@ def backoff_seconds(failures: int) -> float:
 
 
 def _record_failure(run: AgentRun, exc: Exception) -> str:
+    try:
+        return _record_failure_inner(run, exc)
+    except approval_services.RunStopped:
+        return "stopped: the run was cancelled or finished meanwhile"
+
+
+def _record_failure_inner(run: AgentRun, exc: Exception) -> str:
     run = AgentRun.objects.get(pk=run.pk)
     error = f"{type(exc).__name__}: {exc}"
     detail = "".join(traceback.format_exception(exc))[-4000:]

@@ -14,7 +14,7 @@ from agents.registry import UnknownAgent, agent_get
 from agents.tools import validation_errors
 from approvals import services as approval_services
 from approvals.models import AgentRun
-from audit.canonical import payload_hash
+from audit.canonical import json_has_nul, payload_hash
 
 # A first request that died before it created its run frees its key after this long.
 IN_FLIGHT_GRACE = dt.timedelta(seconds=60)
@@ -51,6 +51,10 @@ def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> Agen
         spec = agent_get(agent)
     except UnknownAgent as exc:
         raise RunInputInvalid(str(exc), errors={"agent": str(exc)}) from None
+    if json_has_nul(input):
+        raise RunInputInvalid(
+            "The input contains a NUL character.", errors={"input": "must not contain \\u0000"}
+        )
     try:
         clean = spec.validate_input(input)
     except ValidationError as exc:
@@ -101,11 +105,14 @@ def run_start_idempotent(
                 errors={"Idempotency-Key": "first request still in flight; retry later"},
             ) from None
     try:
-        run = run_start(agent=agent, input=input, user=user, request=request)
+        # The run and the key's link to it commit together: a crash in between cannot leave
+        # a run whose key a retry would take over and start again.
+        with transaction.atomic():
+            run = run_start(agent=agent, input=input, user=user, request=request)
+            RunStartKey.objects.filter(pk=claim.pk).update(run=run)
     except RunStartError:
         RunStartKey.objects.filter(pk=claim.pk, run__isnull=True).delete()
         raise
-    RunStartKey.objects.filter(pk=claim.pk).update(run=run)
     return run, True
 
 

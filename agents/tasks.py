@@ -37,7 +37,21 @@ def runs_recover() -> int:
         lease_expires_at__isnull=True,
         updated_at__lt=now - dt.timedelta(seconds=settings.Q_RETRY),
     )
+    # A worker that lost its lease through its own failure, or died before the status moved on.
+    orphaned = AgentRun.objects.filter(
+        status__in=[AgentRun.Status.RUNNING, AgentRun.Status.QUEUED],
+        lease_expires_at__isnull=True,
+        updated_at__lt=now - dt.timedelta(seconds=settings.Q_RETRY),
+    )
+    # Woken (a decision, an expiry, a cancel) but the task never ran: the process died
+    # between the commit and the enqueue, or its task was dropped.
+    unwoken = AgentRun.objects.filter(
+        wake_requested=True,
+        lease_expires_at__isnull=True,
+        updated_at__lt=now - dt.timedelta(seconds=settings.Q_RETRY),
+    )
     ids = set(lapsed.values_list("id", flat=True)) | set(stale_queued.values_list("id", flat=True))
+    ids |= set(orphaned.values_list("id", flat=True)) | set(unwoken.values_list("id", flat=True))
     for run_id in ids:
         run_advance_enqueue(run_id=run_id)
     return len(ids)

@@ -42,6 +42,9 @@ class AgentRun(models.Model):
     steps_used = models.PositiveIntegerField(default=0)
     tokens_used = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    # Set whenever an advance is queued; the worker holding the lease clears it when it takes
+    # the run and re-queues the run on release if it was set meanwhile (no lost wake-ups).
+    wake_requested = models.BooleanField(default=False)
     # Set on a run forked from another run's checkpoint ("fork from here").
     parent_run = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
@@ -58,6 +61,8 @@ class AgentRun(models.Model):
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created"),
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
+            # Metrics: runs started in a window, counted by status (index-only scan).
+            models.Index(fields=["created_at", "status"], name="run_created_status"),
         ]
 
     def __str__(self) -> str:
@@ -141,6 +146,10 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["status", "expires_at", "id"], name="approval_queue"),
             models.Index(fields=["status", "remind_at"], name="approval_remind_due"),
             models.Index(fields=["status", "escalate_at"], name="approval_escalate_due"),
+            # Metrics (console/metrics.py): requests in a window, decisions per day, queue age.
+            models.Index(fields=["created_at"], name="approval_created"),
+            models.Index(fields=["decided_at"], name="approval_decided"),
+            models.Index(fields=["status", "created_at"], name="approval_status_created"),
         ]
 
     def __str__(self) -> str:

@@ -16,7 +16,7 @@ from approvals.models import AgentRun, ApprovalRequest, ApprovalVote, Notificati
 from approvals.notifications import notifications_create
 from approvals.permissions import user_in_group, user_may_approve_tier, user_may_decide
 from approvals.schema import args_errors
-from audit.canonical import payload_hash
+from audit.canonical import json_has_nul, payload_hash
 from audit.services import event_record
 
 RUN_ADVANCE_TASK = "agents.tasks.run_advance"
@@ -51,8 +51,18 @@ class DecisionConflict(DecisionError):
         self.approval = approval
 
 
+class RunStopped(Exception):
+    """The run was cancelled or finished while a worker held it; the worker must stop."""
+
+
 def run_advance_enqueue(*, run_id: Any) -> None:
-    """Queue an advance of the run once the current transaction commits."""
+    """Queue an advance of the run once the current transaction commits.
+
+    The wake flag is set in the same transaction: a worker holding the run's lease at that
+    moment sees it when it releases the lease and queues the run again, so a decision made
+    while the run is busy is never lost.
+    """
+    AgentRun.objects.filter(pk=run_id).update(wake_requested=True)
     transaction.on_commit(lambda: async_task(RUN_ADVANCE_TASK, str(run_id), group="runs"))
 
 
@@ -90,6 +100,9 @@ def _run_transition(
 ) -> AgentRun:
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != status and (locked.cancel_requested or locked.is_terminal):
+            # A cancel (or an end) that landed while a worker ran must not be overwritten.
+            raise RunStopped(f"run {locked.pk} is {locked.status}; not moving it to {status}")
         locked.status = status
         for name, value in fields.items():
             setattr(locked, name, value)
@@ -223,6 +236,9 @@ def approval_requests_sync(
     """
     created: list[ApprovalRequest] = []
     with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if locked.cancel_requested or locked.is_terminal:
+            return created  # nothing new to decide on a cancelled or finished run
         existing = set(run.approvals.values_list("interrupt_id", "action_index"))
         version = policy.policy_version_current()
         for item in requests:
@@ -315,6 +331,11 @@ def approval_decide(
     allowed, reason = user_may_decide(user=user, approval=approval)
     if not allowed:
         raise DecisionForbidden(reason)
+    for field, value in (("args", args), ("message", message), ("note", note)):
+        if json_has_nul(value):
+            raise DecisionInvalid(
+                "Text with a NUL character.", errors={field: "must not contain \\u0000"}
+            )
     resume_args = _decision_args(approval=approval, decision=decision, args=args, message=message)
     if decision == ApprovalRequest.Decision.EDIT:
         _edit_tier_check(approval=approval, user=user, args=resume_args)

@@ -36,3 +36,14 @@ def sha256_hex(text: str) -> str:
 def payload_hash(payload: Any) -> str:
     """sha256 of the canonical JSON of a payload."""
     return sha256_hex(canonical_json(payload))
+
+
+def json_has_nul(value: Any) -> bool:
+    """True when a string or key anywhere in the value holds U+0000 (Postgres jsonb refuses it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(json_has_nul(k) or json_has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(json_has_nul(v) for v in value)
+    return False

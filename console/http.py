@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import exceptions
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
 from rest_framework.views import exception_handler
 
 
@@ -54,3 +56,13 @@ def _validation_detail(errors: dict[str, str]) -> str:
     if field == "non_field_errors":
         return f"Invalid input: {message}"
     return f"Invalid input: {field}: {message}"
+
+
+class SafeJSONParser(JSONParser):
+    """DRF's JSON parser, answering 400 (not 500) to JSON nested too deep to parse."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None

@@ -131,6 +131,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.http.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "console.http.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Approval console API",
@@ -193,6 +198,16 @@ TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 TOOL_MAX_RETRIES = env_int("TOOL_MAX_RETRIES", 3, minimum=0)
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000")
+
+# --- Metrics (console/metrics.py) -------------------------------------------------------------
+# Fatigue: reviewers and tools approving more than this share, with a median decision under
+# this many seconds, are flagged on /metrics/.
+METRICS_FATIGUE_APPROVAL_RATE = env_float("METRICS_FATIGUE_APPROVAL_RATE", 0.98, minimum=0.0)
+if METRICS_FATIGUE_APPROVAL_RATE > 1:
+    raise ImproperlyConfigured(
+        f"METRICS_FATIGUE_APPROVAL_RATE must be a share between 0 and 1, got {METRICS_FATIGUE_APPROVAL_RATE}"
+    )
+METRICS_FATIGUE_MEDIAN_SECONDS = env_float("METRICS_FATIGUE_MEDIAN_SECONDS", 10.0, minimum=0.0)
 
 # --- Email and logging --------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

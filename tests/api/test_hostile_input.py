@@ -1,0 +1,67 @@
+"""Hostile bodies get a 400 naming the field, never a 500."""
+
+from __future__ import annotations
+
+import pytest
+
+from approvals.models import ApprovalRequest
+from audit.canonical import payload_hash
+from tests.api.conftest import ApprovalFactory, approver, client_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_nul_character_in_run_input_is_a_400(probe_agent, alice):
+    response = client_for(alice).post(
+        "/api/runs/",
+        {
+            "agent": probe_agent.name,
+            "input": {"service": "a\x00b", "signal": "x", "severity": "sev2"},
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "input" in response.json()["errors"]
+
+
+def test_a_nul_character_in_edited_args_is_a_400(probe_agent, alice):
+    approval = ApprovalFactory(run__requested_by=alice)
+    response = client_for(approver("rita")).post(
+        f"/api/approvals/{approval.id}/decision/",
+        {
+            "decision": "edit",
+            "payload_hash": approval.payload_hash,
+            "args": {"order_id": "A\x00", "amount": 1},
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "args" in response.json()["errors"]
+
+
+def test_json_nested_too_deep_is_a_400(alice):
+    body = "[" * 5000 + "]" * 5000
+    response = client_for(alice).generic(
+        "POST", "/api/runs/", body, content_type="application/json"
+    )
+    assert response.status_code == 400
+
+
+def test_an_invalid_args_schema_from_the_agent_makes_edits_a_400(probe_agent, alice):
+    approval = ApprovalFactory(run__requested_by=alice)
+    payload = {**approval.payload, "args_schema": {"type": "objekt"}}
+    ApprovalRequest.objects.filter(pk=approval.pk).update(
+        payload=payload, payload_hash=payload_hash(payload)
+    )
+    approval.refresh_from_db()
+    response = client_for(approver("rita")).post(
+        f"/api/approvals/{approval.id}/decision/",
+        {
+            "decision": "edit",
+            "payload_hash": approval.payload_hash,
+            "args": {"order_id": "A", "amount": 1},
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "args" in response.json()["errors"]

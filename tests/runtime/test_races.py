@@ -1,0 +1,191 @@
+"""Races between workers, decisions and cancels: nothing is lost, nothing is overwritten."""
+
+from __future__ import annotations
+
+import datetime as dt
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+
+from agents import ledger, runner, tasks
+from agents.models import Effect
+from agents.services import run_cancel, run_start
+from approvals import services as approval_services
+from approvals.models import AgentRun
+from tests.runtime.conftest import CALLS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queued():
+    recorder = mock.MagicMock(name="async_task")
+    with mock.patch.object(approval_services, "async_task", recorder):
+        yield recorder
+
+
+def _advances(recorder) -> int:
+    return sum(1 for call in recorder.call_args_list if call.args[0] == "agents.tasks.run_advance")
+
+
+def test_a_decision_made_while_another_worker_holds_the_run_is_not_lost(
+    note_agent, alice, bob, queued, django_capture_on_commit_callbacks
+):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    runner.run_advance(run_id=run.id)
+    assert runner.lease_acquire(run_id=run.id, owner="busy-worker") is not None
+    approval = run.approvals.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_services.approval_decide(
+            approval=approval, user=bob, decision="approve", seen_hash=approval.payload_hash
+        )
+    before = _advances(queued)
+    # The decision's own advance finds the lease taken and does nothing...
+    assert runner.run_advance(run_id=run.id).startswith("skipped")
+    # ...so the busy worker's release queues the run again.
+    with django_capture_on_commit_callbacks(execute=True):
+        runner.lease_release(run_id=run.id, owner="busy-worker")
+    assert _advances(queued) == before + 1
+    assert runner.run_advance(run_id=run.id) == "completed"
+
+
+def test_a_release_without_a_wake_queues_nothing(
+    note_agent, alice, queued, django_capture_on_commit_callbacks
+):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    runner.run_advance(run_id=run.id)
+    before = _advances(queued)
+    runner.lease_acquire(run_id=run.id, owner="w")
+    with django_capture_on_commit_callbacks(execute=True):
+        runner.lease_release(run_id=run.id, owner="w")
+    assert _advances(queued) == before
+
+
+def test_a_cancel_landing_while_the_worker_runs_is_not_overwritten(
+    note_agent, alice, bob, monkeypatch
+):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    runner.run_advance(run_id=run.id)
+    approval = run.approvals.get()
+    approval_services.approval_decide(
+        approval=approval, user=bob, decision="approve", seen_hash=approval.payload_hash
+    )
+    original = approval_services.run_mark_running
+
+    def cancel_first(**kwargs):
+        run_cancel(run=AgentRun.objects.get(pk=run.pk), user=alice)
+        return original(**kwargs)
+
+    monkeypatch.setattr(approval_services, "run_mark_running", cancel_first)
+    assert runner.run_advance(run_id=run.id).startswith("cancelled")
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert CALLS == []
+
+
+def test_no_approval_is_created_for_a_cancelled_run(note_agent, alice, monkeypatch):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    original = approval_services.approval_requests_sync
+
+    def cancel_first(**kwargs):
+        run_cancel(run=AgentRun.objects.get(pk=run.pk), user=alice)
+        return original(**kwargs)
+
+    monkeypatch.setattr(approval_services, "approval_requests_sync", cancel_first)
+    runner.run_advance(run_id=run.id)
+    assert not run.approvals.exists()
+    assert AgentRun.objects.get(pk=run.pk).status == "cancelled"
+
+
+def test_recovery_requeues_a_running_run_without_a_lease(note_agent, alice, queued, settings):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    long_ago = timezone.now() - dt.timedelta(seconds=settings.Q_RETRY + 5)
+    AgentRun.objects.filter(pk=run.pk).update(
+        status="running",
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=long_ago,
+        wake_requested=False,
+    )
+    assert tasks.runs_recover() == 1
+
+
+def test_recovery_requeues_a_woken_run_whose_task_never_ran(note_agent, alice, queued, settings):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    runner.run_advance(run_id=run.id)
+    long_ago = timezone.now() - dt.timedelta(seconds=settings.Q_RETRY + 5)
+    AgentRun.objects.filter(pk=run.pk).update(wake_requested=True, updated_at=long_ago)
+    assert tasks.runs_recover() == 1
+    AgentRun.objects.filter(pk=run.pk).update(wake_requested=False)
+    assert tasks.runs_recover() == 0
+
+
+def test_the_ledger_refuses_downstream_calls_without_the_lease(
+    note_agent, alice, make_effect_tool, monkeypatch
+):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    monkeypatch.setattr(ledger, "_lease_owner", lambda: "a-worker-that-lost-it")
+    with pytest.raises(ledger.LeaseNotHeld):
+        ledger.effect_execute(
+            run_id=str(run.id), key=f"{run.id}:x", tool="fenced_write", args={"text": "a"}
+        )
+    assert make_effect_tool == []
+    runner.lease_acquire(run_id=run.id, owner="a-worker-that-lost-it")
+    ledger.effect_execute(
+        run_id=str(run.id), key=f"{run.id}:x", tool="fenced_write", args={"text": "a"}
+    )
+    assert len(make_effect_tool) == 1
+
+
+def test_cancel_finishes_a_claimed_effect_before_compensating_it(
+    alice, make_effect_tool, note_agent
+):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    Effect.objects.create(
+        key=f"{run.id}:half",
+        run=run,
+        tool="fenced_write",
+        args={"text": "a"},
+        args_fingerprint=ledger.payload_hash({"text": "a"}),
+        status="claimed",
+    )
+    undone = ledger.run_compensate(run_id=str(run.id))
+    assert [e.key for e in undone] == [f"{run.id}:half:compensate"]
+    assert Effect.objects.get(key=f"{run.id}:half").status == "compensated"
+    assert [name for name, _ in make_effect_tool] == ["write", "erase"]
+
+
+@pytest.fixture
+def make_effect_tool():
+    from pydantic import BaseModel
+
+    from agents.tools import ToolSpec, tool_register
+
+    calls: list[tuple[str, str | None]] = []
+
+    class TextArgs(BaseModel):
+        text: str
+
+    def write(args, key):
+        calls.append(("write", key))
+        return {"ok": True}
+
+    def erase(args, key):
+        calls.append(("erase", key))
+        return {"ok": True}
+
+    tool_register(
+        ToolSpec(
+            name="fenced_write",
+            description="w",
+            args_model=TextArgs,
+            tier="write",
+            run=write,
+            compensate_with="fenced_erase",
+        )
+    )
+    tool_register(
+        ToolSpec(name="fenced_erase", description="e", args_model=TextArgs, tier="write", run=erase)
+    )
+    return calls
