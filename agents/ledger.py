@@ -121,7 +121,9 @@ def effect_compensate(*, effect: Effect) -> Effect | None:
     Returns the compensation effect, or None when the tool has no compensation or the
     effect never succeeded.
     """
-    spec = tool_get(effect.tool)
+    spec = tool_find(effect.tool)
+    if spec is None:
+        raise ToolError(f"tool {effect.tool!r} is not registered in this process")
     if not spec.compensate_with:
         return None
     effect.refresh_from_db()

@@ -1,21 +1,38 @@
 """Translating between LangGraph interrupts and approval requests.
 
 The runner is the one seam (DESIGN.md): an interrupt's value becomes one approval request per
-action, and decided approvals become the interrupt's resume value. Payloads the console does not
-recognise are kept whole and answered with a respond box, never dropped.
+action, and decided approvals become the interrupt's resume value. Three kinds of interrupt are
+understood:
+
+- the console's own gate (``agents.gate``, type ``console.approval``): one action, resumed with
+  the console's decision dict;
+- LangChain's ``HumanInTheLoopMiddleware`` in ``batched`` mode (an ``HITLRequest``): one
+  approval per action request, resumed once all are decided with ``{"decisions": [...]}`` in
+  their order;
+- its ``per_call`` mode (a ``ToolApprovalRequest``, type ``tool_approval``): one approval per
+  interrupt, resumed with a single decision that honours the interrupt's ``response_schema``.
+
+Payloads the console does not recognise are kept whole and answered with a respond box, never
+dropped.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from django.utils import timezone
 
 from agents.gate import PAYLOAD_TYPE
+from agents.tools import tool_find
 from approvals import policy
 
 UNKNOWN_TOOL = "(agent question)"
+HITL_PROTOCOL = "langchain.hitl"
+TOOL_APPROVAL = "tool_approval"
+# Tools the console does not know fall in this tier (a person must look at them).
+HITL_DEFAULT_TIER = "write"
 
 
 def _expires(payload: dict[str, Any], tier: str) -> dt.datetime:
@@ -29,7 +46,30 @@ def _expires(payload: dict[str, Any], tier: str) -> dt.datetime:
     return timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
 
 
-def approval_items(*, interrupt_id: str, value: Any) -> list[dict[str, Any]]:
+def is_hitl_request(value: Any) -> bool:
+    """A batched ``HITLRequest``: action requests plus their review configs."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("action_requests"), list)
+        and isinstance(value.get("review_configs"), list)
+        and all(
+            isinstance(a, dict) and isinstance(a.get("name"), str) for a in value["action_requests"]
+        )
+    )
+
+
+def is_tool_approval(value: Any) -> bool:
+    """A per-call ``ToolApprovalRequest``."""
+    return (
+        isinstance(value, dict)
+        and value.get("type") == TOOL_APPROVAL
+        and isinstance(value.get("name"), str)
+    )
+
+
+def approval_items(
+    *, interrupt_id: str, value: Any, response_schema: Any = None
+) -> list[dict[str, Any]]:
     """One approval request item per action the interrupt asks a person about."""
     if isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE:
         tier = str(value.get("tier") or "critical")
@@ -44,6 +84,35 @@ def approval_items(*, interrupt_id: str, value: Any) -> list[dict[str, Any]]:
                 "allowed_decisions": list(value.get("allowed_decisions") or policy.ALL_DECISIONS),
                 "expires_at": _expires(value, tier),
             }
+        ]
+    if is_hitl_request(value):
+        actions = value["action_requests"]
+        return [
+            _hitl_item(
+                interrupt_id=interrupt_id,
+                index=index,
+                count=len(actions),
+                mode="batched",
+                action=action,
+                review=_review_config(value["review_configs"], index, action["name"]),
+            )
+            for index, action in enumerate(actions)
+        ]
+    if is_tool_approval(value):
+        schema = response_schema if isinstance(response_schema, dict) else None
+        review: dict[str, Any] = {"allowed_decisions": schema_decisions(schema)}
+        args_schema = schema_edit_args(schema)
+        if args_schema is not None:
+            review["args_schema"] = args_schema
+        return [
+            _hitl_item(
+                interrupt_id=interrupt_id,
+                index=0,
+                count=1,
+                mode="per_call",
+                action=value,
+                review=review,
+            )
         ]
     # Unrecognised: shown raw, answerable with a response only.
     payload = value if isinstance(value, dict) else {"value": value}
@@ -68,6 +137,166 @@ def resume_value(*, value: Any, decisions: list[dict[str, Any]]) -> Any:
     """The value to resume one interrupt with, from its approvals' decisions (action order)."""
     if isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE:
         return decisions[0]
+    if is_hitl_request(value):
+        names = [action["name"] for action in value["action_requests"]]
+        return {
+            "decisions": [
+                hitl_decision(decision, tool=name)
+                for decision, name in zip(decisions, names, strict=True)
+            ]
+        }
+    if is_tool_approval(value):
+        return hitl_decision(decisions[0], tool=value["name"])
     # Unrecognised payloads get the reviewer's response text.
     first = decisions[0]
     return first.get("message", "") if first.get("decision") == "respond" else first
+
+
+def hitl_decision(decision: dict[str, Any], *, tool: str) -> dict[str, Any]:
+    """The console's decision dict as LangChain's HITL ``Decision``."""
+    kind = decision.get("decision")
+    message = str(decision.get("message") or "")
+    if kind == "approve":
+        return {"type": "approve"}
+    if kind == "edit":
+        args = decision.get("args") if isinstance(decision.get("args"), dict) else {}
+        return {"type": "edit", "edited_action": {"name": tool, "args": args}}
+    if kind == "reject":
+        return {"type": "reject", "message": message} if message else {"type": "reject"}
+    if kind == "respond":
+        return {"type": "respond", "message": message}
+    raise ValueError(f"not a console decision: {decision!r}")
+
+
+# --- LangChain HITL payloads ----------------------------------------------------------------
+
+
+def _review_config(configs: list[Any], index: int, name: str) -> dict[str, Any]:
+    """The review config of the action at ``index``: same position, else the first for its name."""
+    at = configs[index] if index < len(configs) else None
+    if isinstance(at, dict) and at.get("action_name") in (None, name):
+        return at
+    for config in configs:
+        if isinstance(config, dict) and config.get("action_name") == name:
+            return config
+    return {"allowed_decisions": list(policy.ALL_DECISIONS)}
+
+
+def _hitl_item(
+    *,
+    interrupt_id: str,
+    index: int,
+    count: int,
+    mode: str,
+    action: dict[str, Any],
+    review: dict[str, Any],
+) -> dict[str, Any]:
+    name = str(action["name"])
+    args = action.get("args") if isinstance(action.get("args"), dict) else {}
+    spec = tool_find(name)
+    tier = policy.tier_for_call(
+        tool=name, args=args, default_tier=spec.tier if spec else HITL_DEFAULT_TIER
+    )
+    configured = [d for d in review.get("allowed_decisions") or [] if d in policy.ALL_DECISIONS]
+    configured = configured or list(policy.ALL_DECISIONS)
+    # The agent's review config says what it can take; the tier may narrow it further.
+    by_tier = policy.tier_allowed_decisions(tier)
+    allowed = [d for d in policy.ALL_DECISIONS if d in configured and d in by_tier] or [
+        d for d in policy.ALL_DECISIONS if d in configured
+    ]
+    args_schema = review.get("args_schema")
+    if not isinstance(args_schema, dict) and spec is not None:
+        args_schema = spec.args_schema()
+    description = str(action.get("description") or "")
+    payload: dict[str, Any] = {
+        "type": PAYLOAD_TYPE,
+        "protocol": HITL_PROTOCOL,
+        "mode": mode,
+        "tool": name,
+        "args": args,
+        "rationale": description,
+        "evidence": [],
+        "blast_radius": spec.describe_blast_radius(args) if spec else "",
+        "tier": tier,
+        "allowed_decisions": allowed,
+        "action_index": index,
+        "action_count": count,
+    }
+    if isinstance(args_schema, dict):
+        payload["args_schema"] = args_schema
+    if action.get("tool_call_id"):
+        payload["tool_call_id"] = str(action["tool_call_id"])
+    expires_at = _expires(payload, tier)
+    payload["expires_at"] = expires_at.isoformat()
+    return {
+        "interrupt_id": interrupt_id,
+        "action_index": index,
+        "tool": name,
+        "args": args,
+        "payload": payload,
+        "tier": tier,
+        "allowed_decisions": allowed,
+        "expires_at": expires_at,
+    }
+
+
+def _resolve(root: dict[str, Any], node: Any) -> Any:
+    """Follow local ``#/$defs/...`` references of a JSON schema."""
+    seen = 0
+    while isinstance(node, dict) and isinstance(node.get("$ref"), str) and seen < 20:
+        ref = node["$ref"]
+        if not ref.startswith("#/"):
+            return node
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if target is None:
+            return node
+        node = target
+        seen += 1
+    return node
+
+
+def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    members = schema.get("oneOf") or schema.get("anyOf")
+    if isinstance(members, list):
+        return [b for b in (_resolve(schema, m) for m in members) if isinstance(b, dict)]
+    return [schema]
+
+
+def _branch_type(branch: dict[str, Any]) -> str | None:
+    kind = (branch.get("properties") or {}).get("type") or {}
+    const = kind.get("const") if isinstance(kind, dict) else None
+    if const is None and isinstance(kind, dict) and isinstance(kind.get("enum"), list):
+        const = kind["enum"][0] if len(kind["enum"]) == 1 else None
+    return const if isinstance(const, str) else None
+
+
+def schema_decisions(schema: dict[str, Any] | None) -> list[str]:
+    """The decision types a per-call ``response_schema`` accepts (all of them without one)."""
+    if not schema:
+        return list(policy.ALL_DECISIONS)
+    mapping = (schema.get("discriminator") or {}).get("mapping")
+    found = list(mapping) if isinstance(mapping, dict) else []
+    if not found:
+        found = [t for t in (_branch_type(b) for b in _branches(schema)) if t]
+    return [d for d in policy.ALL_DECISIONS if d in found] or list(policy.ALL_DECISIONS)
+
+
+def schema_edit_args(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON schema an edit's ``args`` must match, from a per-call ``response_schema``."""
+    if not schema:
+        return None
+    for branch in _branches(schema):
+        if _branch_type(branch) != "edit":
+            continue
+        action = _resolve(schema, (branch.get("properties") or {}).get("edited_action"))
+        args = _resolve(schema, (action or {}).get("properties", {}).get("args"))
+        if not isinstance(args, dict):
+            return None
+        resolved = dict(args)
+        if "$defs" in schema and "$defs" not in resolved and "$ref" in json.dumps(args):
+            # Nested references inside the args still point at the root's definitions.
+            resolved["$defs"] = schema["$defs"]
+        return resolved
+    return None

@@ -472,6 +472,12 @@ def _compensate_cancelled(run: AgentRun) -> str:
     from agents.ledger import CompensationFailed, run_compensate
 
     try:
+        # Building the graph registers tools that agents declare at build time, so their
+        # compensations are known in this process too.
+        _graph_of_run(run)
+    except Exception:  # noqa: BLE001 - compensation of registered tools must still run
+        log.exception("could not build the graph of cancelled run %s", run.pk)
+    try:
         undone = run_compensate(run_id=str(run.pk))
     except CompensationFailed as exc:
         with transaction.atomic():
