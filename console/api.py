@@ -1,18 +1,30 @@
-"""API sign-in (token) and the API's own documentation."""
+"""API sign-in (token), the manager metrics, and the API's own documentation."""
 
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
 from django.db import IntegrityError
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api import ErrorSerializer, error_response
+from console.metrics import (
+    GROUP_DEFAULT,
+    GROUPS,
+    OUTCOMES,
+    WINDOW_DEFAULT,
+    WINDOW_MAX,
+    WINDOW_MIN,
+    metrics_report,
+    report_as_dict,
+    user_may_view_metrics,
+)
 
 
 class TokenObtainApi(APIView):
@@ -54,3 +66,100 @@ class TokenObtainApi(APIView):
         except IntegrityError:  # a concurrent request created it first
             token = Token.objects.get(user=user)
         return Response(self.OutputSerializer({"token": token.key}).data)
+
+
+def _keyed(name: str, keys: tuple[str, ...], field: type) -> type[serializers.Serializer]:
+    """A serializer class with one field per key (documents a fixed-key object)."""
+    return type(name, (serializers.Serializer,), {key: field(allow_null=True) for key in keys})
+
+
+MetricsOutcomes = _keyed("MetricsOutcomes", OUTCOMES, serializers.IntegerField)
+MetricsRates = _keyed("MetricsRates", OUTCOMES, serializers.FloatField)
+MetricsPercentiles = _keyed("MetricsPercentiles", ("p50", "p90", "p95"), serializers.FloatField)
+
+
+class MetricsRowSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    label = serializers.CharField()
+    requests = serializers.IntegerField()
+    pending = serializers.IntegerField(help_text="Requests of the window still pending.")
+    closed = serializers.IntegerField(help_text="Decided by a person, or expired.")
+    outcomes = MetricsOutcomes()
+    rates = MetricsRates(help_text="Shares of the closed requests (null when none closed).")
+    time_to_decision_seconds = MetricsPercentiles(help_text="Nearest-rank, decisions by a person.")
+    escalated = serializers.IntegerField()
+    reminded = serializers.IntegerField()
+    queue_depth = serializers.IntegerField(help_text="Pending now, any age.")
+    oldest_pending_at = serializers.DateTimeField(allow_null=True)
+    oldest_pending_age_seconds = serializers.FloatField(allow_null=True)
+    fatigue = serializers.BooleanField()
+
+
+class MetricsFatigueSerializer(serializers.Serializer):
+    dimension = serializers.ChoiceField(choices=["reviewer", "tool"])
+    key = serializers.CharField()
+    approve_rate = serializers.FloatField()
+    median_seconds = serializers.FloatField()
+    decisions = serializers.IntegerField()
+
+
+class MetricsBucketSerializer(serializers.Serializer):
+    label = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class MetricsDaySerializer(serializers.Serializer):
+    date = serializers.DateField()
+    approve = serializers.IntegerField()
+    edit = serializers.IntegerField()
+    reject = serializers.IntegerField()
+    respond = serializers.IntegerField()
+    expired = serializers.IntegerField()
+
+
+class MetricsThresholdsSerializer(serializers.Serializer):
+    approval_rate = serializers.FloatField()
+    median_seconds = serializers.FloatField()
+
+
+class MetricsApi(APIView):
+    """GET /api/metrics/: approval metrics for managers (definitions in console/metrics.py)."""
+
+    class InputSerializer(serializers.Serializer):
+        window = serializers.IntegerField(
+            min_value=WINDOW_MIN, max_value=WINDOW_MAX, default=WINDOW_DEFAULT
+        )
+        group = serializers.ChoiceField(choices=GROUPS, default=GROUP_DEFAULT)
+
+    @extend_schema_serializer(component_name="Metrics")
+    class OutputSerializer(serializers.Serializer):
+        window_days = serializers.IntegerField()
+        group = serializers.ChoiceField(choices=GROUPS)
+        since = serializers.DateTimeField()
+        now = serializers.DateTimeField()
+        fatigue_thresholds = MetricsThresholdsSerializer()
+        total = MetricsRowSerializer()
+        rows = MetricsRowSerializer(many=True)
+        fatigue = MetricsFatigueSerializer(many=True)
+        decisions_per_day = MetricsDaySerializer(many=True)
+        time_to_decision = MetricsBucketSerializer(many=True)
+        queue_age = MetricsBucketSerializer(many=True)
+        runs_by_status = serializers.DictField(child=serializers.IntegerField())
+
+    @extend_schema(
+        operation_id="metrics",
+        parameters=[
+            OpenApiParameter("window", int, description=f"days ({WINDOW_MIN}..{WINDOW_MAX})"),
+            OpenApiParameter("group", str, enum=list(GROUPS)),
+        ],
+        responses={200: OutputSerializer, 400: ErrorSerializer, 403: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        if not user_may_view_metrics(request.user):
+            raise PermissionDenied("Only managers and admins may see the metrics.")
+        params = self.InputSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        report = metrics_report(
+            window_days=params.validated_data["window"], group=params.validated_data["group"]
+        )
+        return Response(self.OutputSerializer(report_as_dict(report)).data)

@@ -36,7 +36,7 @@ class DemoDeploy:
     age: dt.timedelta
 
 
-GROUPS: tuple[str, ...] = ("approvers-write", "approvers-critical", "compliance")
+GROUPS: tuple[str, ...] = ("approvers-write", "approvers-critical", "compliance", "managers")
 
 PEOPLE: tuple[DemoPerson, ...] = (
     DemoPerson("alice", "requester: starts runs"),
@@ -48,6 +48,7 @@ PEOPLE: tuple[DemoPerson, ...] = (
         perms=("approvals.decide",),
     ),
     DemoPerson("dave", "no rights"),
+    DemoPerson("erin", "manager: approval metrics", groups=("managers",)),
     DemoPerson("admin", "superuser (Django admin)", superuser=True),
 )
 

@@ -1,0 +1,140 @@
+"""The metrics charts render in a real browser (Debian chromium via Playwright).
+
+Runs against pytest-django's live server; also saves docs/screenshots/metrics.png.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.utils import timezone
+from playwright.sync_api import Page, expect, sync_playwright
+
+from approvals.models import ApprovalRequest
+from tests.metrics.conftest import approval_create, metrics_data_build, run_create
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
+SCREENSHOT = Path(settings.BASE_DIR) / "docs" / "screenshots" / "metrics.png"
+Status = ApprovalRequest.Status
+
+
+def busy_month(*, now: dt.datetime, requester: User, reviewers: list[User]) -> None:
+    """A few hundred decisions spread over 30 days, so the charts have something to show."""
+    rng = random.Random(7)
+    tools = [("refund_order", "write"), ("create_incident_ticket", "write")]
+    tools.append(("rollback_deploy", "critical"))
+    runs = [
+        run_create(requester=requester, agent=agent, status=status, created_at=now)
+        for agent, status in [("refund_agent", "completed"), ("incident_copilot", "dead")]
+    ]
+    choices = [Status.APPROVED] * 14 + [Status.EDITED] * 2 + [Status.REJECTED] * 3
+    choices += [Status.RESPONDED, Status.EXPIRED]
+    for _ in range(240):
+        tool, tier = rng.choice(tools)
+        created = now - dt.timedelta(days=rng.uniform(0.2, 29.5))
+        status = rng.choice(choices)
+        expired = status == Status.EXPIRED
+        approval_create(
+            run=rng.choice(runs),
+            tier=tier,
+            tool=tool,
+            created_at=created,
+            status=status,
+            decided_by=None if expired else rng.choice(reviewers),
+            label="system:timeout" if expired else "",
+            after=dt.timedelta(days=1)
+            if expired
+            else dt.timedelta(seconds=rng.lognormvariate(4.0, 1.6)),
+            escalated=rng.random() < 0.05,
+            reminded=rng.random() < 0.1,
+        )
+    for hours in (0.05, 0.5, 1, 3, 6, 30):
+        approval_create(
+            run=runs[0],
+            tier="write",
+            tool="refund_order",
+            created_at=now - dt.timedelta(hours=hours),
+        )
+
+
+@pytest.fixture
+def page(live_server, alice, bob, carol) -> Iterator[Page]:
+    now = timezone.now()
+    metrics_data_build(now=now, requester=alice, bob=bob, carol=carol)
+    busy_month(now=now, requester=alice, reviewers=[carol])  # bob stays a rubber stamp
+    User.objects.create_superuser("admin", "admin@example.com", "demo")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make deps)")
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright runs a loop in this thread
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            context = browser.new_context(
+                base_url=live_server.url, viewport={"width": 1280, "height": 800}
+            )
+            context.set_default_timeout(15_000)
+            tab = context.new_page()
+            tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+            tab.on("pageerror", lambda exc: errors.append(str(exc)))
+            tab.goto("/login/")
+            tab.fill("#id_username", "admin")
+            tab.fill("#id_password", "demo")
+            tab.get_by_role("button", name="Log in").click()
+            tab.wait_for_url(f"{live_server.url}/")
+            yield tab
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    assert errors == [], f"errors in the browser console: {errors}"
+
+
+def test_the_three_charts_render_bars_with_labels_and_a_legend(page: Page):
+    page.get_by_role("link", name="Metrics").click()
+    expect(page.get_by_role("heading", name="Approval metrics")).to_be_visible()
+    page.select_option("#id_group", "reviewer")
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_url("**/metrics/?window=30&group=reviewer")
+
+    for chart_id, name in [
+        ("chart-decisions", "Decisions per day, by outcome"),
+        ("chart-time", "Time to decision"),
+        ("chart-queue", "Queue age now"),
+    ]:
+        chart = page.locator(f"svg#{chart_id}")
+        expect(chart).to_be_visible()
+        expect(page.get_by_role("img", name=name)).to_be_visible()
+        bars = chart.locator("rect.bar")
+        assert bars.count() > 0, chart_id
+        box = bars.first.bounding_box()
+        assert box is not None and box["height"] > 0 and box["width"] > 0, chart_id
+    legend = page.locator("svg#chart-decisions .legend text")
+    expect(legend).to_have_text(["Approved", "Edited", "Rejected", "Responded", "Expired"])
+    for series in ("approve", "reject", "expired"):
+        assert page.locator(f"svg#chart-decisions rect.bar.s-{series}").count() > 0, series
+    # Bars are coloured by the stylesheet: an approval is not painted like a rejection.
+    approve = page.locator("svg#chart-decisions rect.s-approve").first.evaluate(
+        "el => getComputedStyle(el).fill"
+    )
+    reject = page.locator("svg#chart-decisions rect.s-reject").first.evaluate(
+        "el => getComputedStyle(el).fill"
+    )
+    assert approve != reject and "0, 0, 0" not in approve
+    expect(page.locator('#metrics-table tr[data-key="bob"] .badge')).to_have_text("fatigue")
+
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True, animations="disabled")
