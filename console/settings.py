@@ -145,6 +145,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "approvals.models.AgentRun.Status",
+        "ApprovalStatusEnum": "approvals.models.ApprovalRequest.Status",
+        "EffectStatusEnum": "agents.models.Effect.Status",
+    },
 }
 
 # --- Background work (django-q2) -------------------------------------------------------------
