@@ -63,18 +63,14 @@ def gate_decision(state: Any, tool_call_id: str | None) -> dict[str, Any] | None
     return (state.get(DECISIONS_KEY) or {}).get(tool_call_id)
 
 
-class ApprovalGateMiddleware(AgentMiddleware[GateState, Any, Any]):
-    """Ask ``approval_gate`` before each gated tool call runs; run it only on approve/edit."""
+class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
+    """What both gate middlewares share: the proposal time stamp and the tool-call wrapper."""
 
     state_schema = GateState
 
-    def __init__(self, gated: dict[str, GateRule]) -> None:
-        super().__init__()
-        self.gated = gated
-
-    def _is_gated(self, name: str, args: dict[str, Any]) -> bool:
-        rule = self.gated.get(name, False)
-        return rule(args) if callable(rule) else bool(rule)
+    def _stamps(self, name: str) -> bool:
+        """Whether calls of this tool get a proposal time (the gate payload needs one)."""
+        return True
 
     def after_model(self, state: GateState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         last = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
@@ -84,11 +80,9 @@ class ApprovalGateMiddleware(AgentMiddleware[GateState, Any, Any]):
         new = {
             call["id"]: timezone.now().isoformat()
             for call in last.tool_calls
-            if call["name"] in self.gated and call.get("id") and call["id"] not in stamped
+            if self._stamps(call["name"]) and call.get("id") and call["id"] not in stamped
         }
-        if not new:
-            return None
-        return {"gate_requested_at": {**stamped, **new}}
+        return {"gate_requested_at": {**stamped, **new}} if new else None
 
     def wrap_tool_call(
         self,
@@ -96,13 +90,28 @@ class ApprovalGateMiddleware(AgentMiddleware[GateState, Any, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         try:
-            return self._gated_call(request, handler)
+            return self._governed_call(request, handler)  # each subclass decides its gating
         finally:
             # Tool calls run in a helper thread, which opened its own database connection.
             if threading.current_thread() is not threading.main_thread():
                 connections.close_all()
 
-    def _gated_call(
+
+class ApprovalGateMiddleware(_GateMiddlewareBase):
+    """Ask ``approval_gate`` before each gated tool call runs; run it only on approve/edit."""
+
+    def __init__(self, gated: dict[str, GateRule]) -> None:
+        super().__init__()
+        self.gated = gated
+
+    def _is_gated(self, name: str, args: dict[str, Any]) -> bool:
+        rule = self.gated.get(name, False)
+        return rule(args) if callable(rule) else bool(rule)
+
+    def _stamps(self, name: str) -> bool:
+        return name in self.gated
+
+    def _governed_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
@@ -246,7 +255,7 @@ def _tool_runner(name: str) -> ToolFunc:
     return run
 
 
-class ConsoleGateMiddleware(AgentMiddleware[GateState, Any, Any]):
+class ConsoleGateMiddleware(_GateMiddlewareBase):
     """Govern a ``create_agent`` agent's tool calls by the console's policy.
 
     Before each tool call: its tier comes from ``approvals.policy.tier_for_call`` (the tool's
@@ -260,8 +269,6 @@ class ConsoleGateMiddleware(AgentMiddleware[GateState, Any, Any]):
     ``tools`` are registered with the console when the middleware is built (pass the same
     list you give ``create_agent``); a tool first seen at call time is registered then.
     """
-
-    state_schema = GateState
 
     def __init__(
         self,
@@ -288,30 +295,6 @@ class ConsoleGateMiddleware(AgentMiddleware[GateState, Any, Any]):
             risk=declared or ToolRisk(tier=self.default_tier),
             replace=declared is not None,
         )
-
-    def after_model(self, state: GateState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        last = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
-        if last is None or not last.tool_calls:
-            return None
-        stamped = dict(state.get("gate_requested_at") or {})
-        new = {
-            call["id"]: timezone.now().isoformat()
-            for call in last.tool_calls
-            if call.get("id") and call["id"] not in stamped
-        }
-        return {"gate_requested_at": {**stamped, **new}} if new else None
-
-    def wrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        try:
-            return self._governed_call(request, handler)
-        finally:
-            # Tool calls run in a helper thread, which opened its own database connection.
-            if threading.current_thread() is not threading.main_thread():
-                connections.close_all()
 
     def _governed_call(
         self,

@@ -74,7 +74,9 @@ def install(apps, schema_editor):
     elif vendor == "sqlite":
         _run(schema_editor, SQLITE_INSTALL)
     else:
-        raise NotImplementedError(f"append-only triggers for {vendor} are not written yet")
+        raise RuntimeError(
+            f"append-only triggers exist for postgresql and sqlite only, not {vendor}"
+        )
 
 
 def remove(apps, schema_editor):
