@@ -54,7 +54,7 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
         pool = ConnectionPool(
             _postgres_conninfo(db),
             min_size=1,
-            max_size=int(os.environ.get("CHECKPOINT_POOL_SIZE", "4")),
+            max_size=settings.CHECKPOINT_POOL_SIZE,
             kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0},
             open=True,
         )

@@ -193,6 +193,8 @@ if not isinstance(CONSOLE_AGENTS, dict):
     raise ImproperlyConfigured("CONSOLE_AGENTS must be a JSON object of name -> 'module:factory'")
 # Where the checkpointer keeps its SQLite file when DATABASE_URL is SQLite (default: next to it).
 CHECKPOINT_SQLITE_PATH = env_str("CHECKPOINT_SQLITE_PATH", "")
+# Postgres only: connections in each process's checkpointer pool.
+CHECKPOINT_POOL_SIZE = env_int("CHECKPOINT_POOL_SIZE", 4, minimum=1)
 SANDBOX_EFFECT_DELAY_S = env_float("SANDBOX_EFFECT_DELAY_S", 0.0, minimum=0.0)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 30, minimum=2)
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 10.0, minimum=0.1)

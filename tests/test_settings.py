@@ -38,6 +38,7 @@ def _start_django(**env: str) -> subprocess.CompletedProcess:
         ("AGENT_MODEL", "gpt-4o"),
         ("CONSOLE_AGENTS", "[1, 2]"),
         ("SANDBOX_EFFECT_DELAY_S", "-1"),
+        ("CHECKPOINT_POOL_SIZE", "many"),
     ],
 )
 def test_a_bad_value_names_the_variable(variable, value):
