@@ -355,26 +355,13 @@ def _claim(
 def _succeed(
     effect: Effect, result: dict[str, Any], *, attempts: int, args: dict[str, Any]
 ) -> dict[str, Any]:
-    with transaction.atomic(durable=True):
-        updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
-            status=Effect.Status.SUCCEEDED, result=result, attempts=F("attempts") + attempts
-        )
-        if updated:
-            event_record(
-                action="effect.succeeded",
-                actor=ACTOR,
-                run_id=effect.run_id,
-                approval_id=effect.approval_id,
-                tool=effect.tool,
-                data={
-                    "key": effect.key,
-                    "tool": effect.tool,
-                    "args": args,
-                    "result": result,
-                    "approval_id": effect.approval_id,
-                    "attempts": attempts,
-                },
-            )
+    _finish(
+        effect,
+        status=Effect.Status.SUCCEEDED,
+        fields={"result": result},
+        attempts=attempts,
+        data={"args": args, "result": result, "approval_id": effect.approval_id},
+    )
     effect.refresh_from_db()
     # Someone else finished the row first: theirs is the stored result.
     return effect.result
@@ -382,25 +369,31 @@ def _succeed(
 
 def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, Any]) -> None:
     error = f"{type(exc).__name__}: {exc}"
+    _finish(
+        effect,
+        status=Effect.Status.FAILED,
+        fields={"error": error},
+        attempts=attempts,
+        data={"args": args, "error": error, "retryable": isinstance(exc, RetryableToolError)},
+    )
+
+
+def _finish(
+    effect: Effect, *, status: str, fields: dict[str, Any], attempts: int, data: dict[str, Any]
+) -> None:
+    """Move a claimed effect to its outcome and audit it, once (a conditional update)."""
     with transaction.atomic(durable=True):
         updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
-            status=Effect.Status.FAILED, error=error, attempts=F("attempts") + attempts
+            status=status, attempts=F("attempts") + attempts, **fields
         )
         if updated:
             event_record(
-                action="effect.failed",
+                action=f"effect.{status}",
                 actor=ACTOR,
                 run_id=effect.run_id,
                 approval_id=effect.approval_id,
                 tool=effect.tool,
-                data={
-                    "key": effect.key,
-                    "tool": effect.tool,
-                    "args": args,
-                    "error": error,
-                    "retryable": isinstance(exc, RetryableToolError),
-                    "attempts": attempts,
-                },
+                data={"key": effect.key, "tool": effect.tool, **data, "attempts": attempts},
             )
 
 

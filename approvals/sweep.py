@@ -46,6 +46,17 @@ def _due(field: str, now: dt.datetime) -> list[int]:
     )
 
 
+def _lock_if_due(*, approval_id: int, field: str, now: dt.datetime) -> ApprovalRequest | None:
+    """Lock the approval if it is still pending and ``field`` is due; the decide path takes
+    the same row lock, so each outcome is claimed once."""
+    return (
+        ApprovalRequest.objects.select_for_update()
+        .select_related("run", "run__requested_by")
+        .filter(pk=approval_id, status=ApprovalRequest.Status.PENDING, **{f"{field}__lte": now})
+        .first()
+    )
+
+
 def approval_expire(*, approval_id: int, now: dt.datetime | None = None) -> bool:
     """Apply the tier's default decision as system:timeout; False if it was decided first.
 
@@ -54,12 +65,7 @@ def approval_expire(*, approval_id: int, now: dt.datetime | None = None) -> bool
     """
     now = now or timezone.now()
     with transaction.atomic():
-        locked = (
-            ApprovalRequest.objects.select_for_update()
-            .select_related("run", "run__requested_by")
-            .filter(pk=approval_id, status=ApprovalRequest.Status.PENDING, expires_at__lte=now)
-            .first()
-        )
+        locked = _lock_if_due(approval_id=approval_id, field="expires_at", now=now)
         if locked is None:
             return False
         tier = policy.tier_get(locked.tier)
@@ -113,12 +119,7 @@ def approval_remind(*, approval_id: int, now: dt.datetime | None = None) -> bool
     """Remind the approvers once, if the approval is still pending and the reminder is due."""
     now = now or timezone.now()
     with transaction.atomic():
-        locked = (
-            ApprovalRequest.objects.select_for_update()
-            .select_related("run", "run__requested_by")
-            .filter(pk=approval_id, status=ApprovalRequest.Status.PENDING, remind_at__lte=now)
-            .first()
-        )
+        locked = _lock_if_due(approval_id=approval_id, field="remind_at", now=now)
         if locked is None:
             return False
         locked.remind_at = None
@@ -145,12 +146,7 @@ def approval_escalate(*, approval_id: int, now: dt.datetime | None = None) -> bo
     """Widen who may decide to the tier's escalation group and notify that group, once."""
     now = now or timezone.now()
     with transaction.atomic():
-        locked = (
-            ApprovalRequest.objects.select_for_update()
-            .select_related("run", "run__requested_by")
-            .filter(pk=approval_id, status=ApprovalRequest.Status.PENDING, escalate_at__lte=now)
-            .first()
-        )
+        locked = _lock_if_due(approval_id=approval_id, field="escalate_at", now=now)
         if locked is None:
             return False
         tier = policy.tier_get(locked.tier)
