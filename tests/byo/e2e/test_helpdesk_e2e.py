@@ -85,8 +85,11 @@ def test_the_example_agent_is_governed_end_to_end(log_in, web_url, api_client_fo
     partial = run_wait(
         alice_api,
         run["id"],
-        until=lambda r: any(e["tool"] == "issue_credit" for e in r["effects"]),
-        what="the approved credit",
+        # The effect is recorded a moment before the run is marked waiting again.
+        until=lambda r: (
+            any(e["tool"] == "issue_credit" for e in r["effects"]) and r["status"] != "running"
+        ),
+        what="the approved credit, then the run back to waiting",
         timeout=60,
     )
     assert partial["status"] == "waiting"
