@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from agents import services
 from agents.models import Effect
-from agents.registry import AgentSpec, agent_list
+from agents.runtime.registry import AgentSpec, agent_list
 from approvals import selectors
 from approvals.api import ApprovalSerializer, ErrorSerializer, error_response, paginated
 from approvals.models import AgentRun

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 
-from agents.registry import agent_list
+from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
 
 

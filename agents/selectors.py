@@ -1,41 +1,53 @@
-"""Reads that need the checkpointer (the state of a run's thread)."""
+"""Reads of a run's thread: its checkpoint history and the state at one step."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agents.registry import agent_get, agent_is_registered
+from agents.runtime.checkpoint import jsonable, thread_config
+from agents.runtime.versions import graph_of_run
 from approvals.models import AgentRun
 
 
-def run_pending_interrupt_ids(*, run: AgentRun) -> list[str]:
-    """Ids of the interrupts the run's thread is paused on."""
-    from agents.runner import _checkpoint_version, graph_for, thread_config
+def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
+    """The run's checkpoints, oldest first: node that ran, time, next nodes, values, changes."""
+    graph = graph_of_run(run)
+    snapshots = list(graph.get_state_history(thread_config(run)))
+    snapshots.reverse()
+    steps: list[dict[str, Any]] = []
+    previous: Any = None
+    for snap in snapshots:
+        values = jsonable(dict(snap.values or {}))
+        before = jsonable(dict(previous.values or {})) if previous is not None else {}
+        changed = {key: value for key, value in values.items() if before.get(key) != value}
+        steps.append(
+            {
+                "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
+                "step": (snap.metadata or {}).get("step"),
+                "source": (snap.metadata or {}).get("source"),
+                "nodes": list(previous.next) if previous is not None else ["input"],
+                "created_at": snap.created_at,
+                "next": list(snap.next),
+                "values": values,
+                "changed": changed,
+                "interrupts": [jsonable(i.value) for i in getattr(snap, "interrupts", ()) or ()],
+                "interrupt_ids": [i.id for i in getattr(snap, "interrupts", ()) or ()],
+            }
+        )
+        previous = snap
+    return steps
 
-    version = _checkpoint_version(run) or run.graph_version
-    if not agent_is_registered(run.agent, version):
-        return []
-    graph = graph_for(agent_get(run.agent, version))
-    return [intr.id for intr in graph.get_state(thread_config(run)).interrupts]
 
-
-def runs_orphan_interrupts(*, runs: Any = None) -> dict[str, list[str]]:
-    """{run id: interrupt ids with no ApprovalRequest} - must always be empty."""
-    runs = runs if runs is not None else AgentRun.objects.all()
-    orphans: dict[str, list[str]] = {}
-    for run in runs:
-        pending = run_pending_interrupt_ids(run=run)
-        known = set(run.approvals.values_list("interrupt_id", flat=True))
-        missing = [interrupt_id for interrupt_id in pending if interrupt_id not in known]
-        if missing:
-            orphans[str(run.pk)] = missing
-    return orphans
+def run_state_at(*, run: AgentRun, checkpoint_id: str) -> dict[str, Any]:
+    """One step of the history; LookupError when the checkpoint is not this run's."""
+    for step in run_history(run=run):
+        if step["checkpoint_id"] == checkpoint_id:
+            return step
+    raise LookupError(f"checkpoint {checkpoint_id} is not part of run {run.pk}")
 
 
 def run_interrupts_without_approval(*, run: AgentRun) -> list[str]:
     """Interrupt ids anywhere in the run's checkpoint history that no ApprovalRequest answers."""
-    from agents.runner import run_history
-
     seen = {iid for step in run_history(run=run) for iid in step["interrupt_ids"]}
     known = set(run.approvals.values_list("interrupt_id", flat=True))
     return sorted(seen - known)

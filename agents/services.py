@@ -1,4 +1,4 @@
-"""Writes that start and stop runs. The API and the console pages call these."""
+"""Writes that start, stop and fork runs. The API and the console pages call these."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from agents.models import RunStartKey
-from agents.registry import UnknownAgent, agent_get
+from agents.runtime.checkpoint import thread_config
+from agents.runtime.registry import UnknownAgent, agent_get
+from agents.runtime.versions import checkpoint_version, graph_of_run
+from agents.selectors import run_history
 from agents.tools import validation_errors
 from approvals import services as approval_services
 from approvals.models import AgentRun
 from audit.canonical import json_has_nul, payload_hash
+from audit.services import event_record
 
 # A first request that died before it created its run frees its key after this long.
 IN_FLIGHT_GRACE = dt.timedelta(seconds=60)
@@ -124,3 +128,56 @@ def run_cancel(*, run: AgentRun, user: Any, request: Any = None) -> AgentRun:
     # The advance of a cancelled run compensates its applied effects, exactly once each.
     approval_services.run_advance_enqueue(run_id=run.id)
     return run
+
+
+def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = None) -> AgentRun:
+    """A new run whose thread starts from the state at ``checkpoint_id`` (a new branch).
+
+    Effects already applied by the parent are not repeated by key: the fork has its own
+    thread id, so its tool calls are new actions that go through the gate again.
+    """
+    graph = graph_of_run(run)
+    history = run_history(run=run)
+    index = next((i for i, s in enumerate(history) if s["checkpoint_id"] == checkpoint_id), None)
+    if index is None:
+        raise LookupError(f"checkpoint {checkpoint_id} is not part of run {run.pk}")
+    snapshot = graph.get_state(
+        {"configurable": {"thread_id": run.thread_id, "checkpoint_id": checkpoint_id}}
+    )
+    with transaction.atomic():
+        child = approval_services.run_create(
+            agent=run.agent,
+            graph_version=checkpoint_version(run) or run.graph_version,
+            input=run.input,
+            requested_by=user,
+            request=request,
+            parent=run,
+            forked_from_checkpoint=checkpoint_id,
+            fork_data={
+                "step": history[index]["step"],
+                "next": list(snapshot.next),
+            },
+        )
+        if index > 0:
+            last_nodes = history[index]["nodes"]
+            as_node = last_nodes[0] if last_nodes and last_nodes[0] in graph.nodes else None
+            graph.update_state(
+                thread_config(child, version=child.graph_version),
+                dict(snapshot.values),
+                as_node=as_node,
+            )
+    return child
+
+
+def run_state_view_audit(
+    *, run: AgentRun, checkpoint_id: str, user: Any, request: Any = None
+) -> None:
+    """Time travel is audited: record who looked at which step."""
+    with transaction.atomic():
+        event_record(
+            action="run.state_viewed",
+            actor=user,
+            run_id=run.pk,
+            request=request,
+            data={"checkpoint_id": checkpoint_id},
+        )

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from agents import runner, services
+from agents import selectors, services
 from agents.api import user_may_cancel
 from agents.forms import RunFilterForm, RunStartForm
 from agents.models import (
@@ -24,7 +24,7 @@ from agents.models import (
     SandboxPayment,
     SandboxTicket,
 )
-from agents.registry import agent_list
+from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
 from approvals.selectors import run_approvals, run_get, run_list
 from approvals.views import keyset_page, user_may_view_all, user_may_view_run
@@ -121,7 +121,7 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
     history: list[dict[str, Any]] = []
     history_error = ""
     try:
-        history = runner.run_history(run=run)
+        history = selectors.run_history(run=run)
     except Exception as exc:  # the page must still show the run when its history cannot load
         log.exception("history of run %s could not be read", run.pk)
         history_error = f"The step history could not be read ({type(exc).__name__})."
@@ -166,10 +166,10 @@ def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
         raise PermissionDenied("Time travel needs its own permission.")
     run = _visible_run(request, pk)
     try:
-        step = runner.run_state_at(run=run, checkpoint_id=checkpoint_id)
+        step = selectors.run_state_at(run=run, checkpoint_id=checkpoint_id)
     except LookupError:
         raise Http404("No such step in this run.") from None
-    runner.run_state_view_audit(
+    services.run_state_view_audit(
         run=run, checkpoint_id=checkpoint_id, user=request.user, request=request
     )
     return render(request, "agents/run_step.html", {"run": run, "step": step})
@@ -178,13 +178,13 @@ def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
 @require_POST
 @login_required
 def run_fork_view(request: HttpRequest, pk: Any) -> HttpResponse:
-    """Re-run from a step as a new branch (a new run; audited by the runner)."""
+    """Re-run from a step as a new branch (a new run; audited)."""
     if not _time_travel_allowed(request):
         raise PermissionDenied("Time travel needs its own permission.")
     run = _visible_run(request, pk)
     checkpoint_id = request.POST.get("checkpoint_id", "")
     try:
-        child = runner.run_fork(
+        child = services.run_fork(
             run=run, checkpoint_id=checkpoint_id, user=request.user, request=request
         )
     except LookupError:

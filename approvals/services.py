@@ -76,21 +76,34 @@ def run_create(
     input: dict[str, Any],
     requested_by: Any,
     request: Any = None,
+    parent: AgentRun | None = None,
+    forked_from_checkpoint: str = "",
+    fork_data: dict[str, Any] | None = None,
 ) -> AgentRun:
-    """A queued run plus its audit event; the advance is queued on commit."""
+    """A queued run plus its audit event ("run.created", or "run.forked" with a ``parent``);
+    the advance is queued on commit."""
     with transaction.atomic():
         run = AgentRun(
-            agent=agent, graph_version=graph_version, input=input, requested_by=requested_by
+            agent=agent,
+            graph_version=graph_version,
+            input=input,
+            requested_by=requested_by,
+            parent_run=parent,
+            forked_from_checkpoint=forked_from_checkpoint,
         )
         run.thread_id = str(run.id)
         run.save(force_insert=True)
-        event_record(
-            action="run.created",
-            actor=requested_by,
-            run_id=run.id,
-            data={"agent": agent, "graph_version": graph_version, "input": input},
-            request=request,
-        )
+        if parent is None:
+            action = "run.created"
+            data = {"agent": agent, "graph_version": graph_version, "input": input}
+        else:
+            action = "run.forked"
+            data = {
+                "parent_run": str(parent.pk),
+                "checkpoint_id": forked_from_checkpoint,
+                **(fork_data or {}),
+            }
+        event_record(action=action, actor=requested_by, run_id=run.id, data=data, request=request)
         run_advance_enqueue(run_id=run.id)
     return run
 

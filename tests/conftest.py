@@ -48,6 +48,6 @@ def dave(db) -> User:
 def _close_checkpointer_before_db_teardown(django_db_setup, django_db_blocker):
     """The checkpointer's pool holds connections to the test database; close it first."""
     yield
-    from agents.checkpoint import checkpointer_reset
+    from agents.runtime.checkpoint import checkpointer_reset
 
     checkpointer_reset()

@@ -16,8 +16,8 @@ from typing import Annotated, Any
 from langchain.agents import create_agent
 from langchain_core.tools import InjectedToolArg, tool
 
-from agents.llm import chat_model_get
-from agents.middleware import ConsoleGateMiddleware, console_tool
+from agents.hitl import ConsoleGateMiddleware, console_tool
+from agents.runtime.llm import chat_model_get
 from examples.helpdesk_agent import crm
 from examples.helpdesk_agent.offline import helpdesk_responder
 

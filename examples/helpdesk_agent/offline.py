@@ -10,7 +10,7 @@ import re
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
-from agents.llm import OfflineReply, message_text
+from agents.runtime.llm import OfflineReply, message_text
 
 
 def helpdesk_responder(messages: list[BaseMessage], tools: list[str]) -> OfflineReply:

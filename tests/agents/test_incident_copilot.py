@@ -11,10 +11,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from agents import sandbox
 from agents.graphs.incident_copilot.graph import build, route_after_approval
 from agents.models import Effect, SandboxDeploy, SandboxNotification, SandboxTicket
-from agents.registry import agent_get
+from agents.runtime.registry import agent_get
+from agents.sandbox import systems as sandbox
 from approvals.models import AgentRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,19 +11,19 @@ import pytest
 from django.utils import timezone
 from pydantic import BaseModel
 
-from agents import ledger, sandbox, tools
-from agents.ledger import (
+from agents.effects import ledger
+from agents.effects.compensation import effect_compensate, run_compensate
+from agents.effects.errors import (
     CompensationFailed,
     EffectArgsMismatch,
     EffectConflict,
     RetryableToolError,
     ToolError,
-    effect_compensate,
-    effect_execute,
-    run_compensate,
 )
+from agents.effects.ledger import effect_execute
 from agents.models import Effect, SandboxTicket
-from agents.tools import ToolSpec, tool_register
+from agents.sandbox import systems as sandbox
+from agents.tools import ToolSpec, tool_register, tool_unregister
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent
@@ -63,7 +63,7 @@ def downstream():
         ToolSpec(name="echo_test", description="echo", args_model=EchoArgs, tier="write", run=fake)
     )
     yield fake
-    tools._tools.pop("echo_test", None)
+    tool_unregister("echo_test")
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agents import llm
 from agents.graphs.incident_copilot.offline import incident_responder
 from agents.graphs.incident_copilot.tools import ACTION_TOOLS, tool_definitions
-from agents.llm import OfflineChatModel, chat_model_get
+from agents.runtime import llm
+from agents.runtime.llm import OfflineChatModel, chat_model_get
 
 
 def _echo_tool(messages, tools):

@@ -21,7 +21,7 @@ from agents.models import (
     SandboxNotification,
     SandboxPayment,
 )
-from agents.registry import agent_get
+from agents.runtime.registry import agent_get
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent

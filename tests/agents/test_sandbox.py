@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 from django.db import transaction
 
-from agents import sandbox
 from agents.models import SandboxDeploy, SandboxPayment, SandboxTicket
-from agents.sandbox import SandboxError
+from agents.sandbox import systems as sandbox
+from agents.sandbox.systems import SandboxError
 
 TICKET = {"service": "checkout", "title": "checkout 5xx", "severity": "sev2", "body": "errors"}
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
-from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash

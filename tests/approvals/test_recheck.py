@@ -11,8 +11,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from agents.gate import approval_gate
-from agents.ledger import EffectTierRose, effect_execute
+from agents.effects.errors import EffectTierRose
+from agents.effects.ledger import effect_execute
+from agents.hitl.gate import approval_gate
 from agents.models import Effect
 from approvals.models import ApprovalRequest, ToolPolicy
 from audit.models import AuditEvent

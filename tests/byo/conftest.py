@@ -15,9 +15,9 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
-from agents import registry
-from agents.llm import OfflineChatModel, OfflineReply
-from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents.runtime import registry
+from agents.runtime.llm import OfflineChatModel, OfflineReply
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from tests import audit_purge
 
 # Tools run on the tool node's helper threads with their own connections: these tests are

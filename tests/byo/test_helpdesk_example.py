@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents import runner
-from agents.ledger import effect_execute
+from agents.effects.ledger import effect_execute
 from agents.models import Effect
-from agents.registry import agent_get
+from agents.runtime import advance, checkpoint
+from agents.runtime.registry import agent_get
 from agents.services import run_start
 from agents.tools import tool_get
 from approvals.models import AgentRun, ApprovalRequest, RiskTier, ToolPolicy
@@ -34,8 +34,8 @@ def decide(approval: ApprovalRequest, user, decision: str, **kw) -> None:
 
 
 def tool_call_id(run: AgentRun, tool: str) -> str:
-    graph = runner.graph_for(agent_get(run.agent))
-    messages = graph.get_state(runner.thread_config(run)).values["messages"]
+    graph = checkpoint.graph_for(agent_get(run.agent))
+    messages = graph.get_state(checkpoint.thread_config(run)).values["messages"]
     calls = [c for m in messages for c in getattr(m, "tool_calls", None) or []]
     return next(c["id"] for c in calls if c["name"] == tool)
 
@@ -52,7 +52,7 @@ def test_the_setting_registers_the_example_agent_and_its_tools(helpdesk):
 
 def test_reads_run_freely_and_each_risky_call_waits_with_an_enriched_payload(helpdesk, alice):
     run = run_start(agent=helpdesk, input=ask(CREDIT_AND_CLOSE), user=alice)
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     approvals = {a.tool: a for a in run.approvals.all()}
     assert set(approvals) == {"issue_credit", "close_account"}
     credit, close = approvals["issue_credit"], approvals["close_account"]
@@ -70,14 +70,14 @@ def test_reads_run_freely_and_each_risky_call_waits_with_an_enriched_payload(hel
 
 def test_approved_calls_run_once_through_the_ledger_with_the_approved_args(helpdesk, alice, bob):
     run = run_start(agent=helpdesk, input=ask(CREDIT_AND_CLOSE), user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     credit = run.approvals.get(tool="issue_credit")
     close = run.approvals.get(tool="close_account")
 
     decide(
         credit, bob, "edit", args={"customer_id": "C-42", "amount": 25, "reason": "charged twice"}
     )
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     effect = Effect.objects.get(tool="issue_credit")
     assert effect.key == f"{run.thread_id}:{tool_call_id(run, 'issue_credit')}"
     assert effect.status == Effect.Status.SUCCEEDED
@@ -97,7 +97,7 @@ def test_approved_calls_run_once_through_the_ledger_with_the_approved_args(helpd
     assert crm.CUSTOMERS["C-42"]["balance"] == 25
 
     decide(close, bob, "reject", message="Retention wants to call them first.")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     assert crm.CUSTOMERS["C-7"]["status"] == "open"
     assert not Effect.objects.filter(tool="close_account").exists()
     run.refresh_from_db()
@@ -110,11 +110,11 @@ def test_a_tool_policy_gates_a_read_tool_without_touching_the_agent(helpdesk, al
     write = RiskTier.objects.create(name="write", level=1, requires_approval=True)
     ToolPolicy.objects.create(tool="lookup_customer", tier=write)
     run = run_start(agent=helpdesk, input=ask("What plan is C-42 on?"), user=alice)
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     lookup = run.approvals.get()
     assert (lookup.tool, lookup.tier) == ("lookup_customer", "write")
     decide(lookup, bob, "approve")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     run.refresh_from_db()
     assert run.status == AgentRun.Status.COMPLETED
 
@@ -124,7 +124,7 @@ def test_a_tier_that_needs_no_approval_runs_the_call_at_once_still_through_the_l
 ):
     RiskTier.objects.create(name="write", level=1, requires_approval=False)
     run = run_start(agent=helpdesk, input=ask("Credit C-42 10 USD, charged twice."), user=alice)
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     assert not run.approvals.exists()
     effect = Effect.objects.get(tool="issue_credit")
     assert effect.approval_id is None and effect.status == Effect.Status.SUCCEEDED

@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 from langchain_core.messages import ToolMessage
 
-from agents import runner
-from agents.registry import agent_get
+from agents.runtime import advance, checkpoint
+from agents.runtime.registry import agent_get
 from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import DecisionInvalid, approval_decide
@@ -20,7 +20,7 @@ REQUEST = {"messages": [{"role": "user", "content": "Email Alice the report, the
 
 def start(agent: str, user) -> AgentRun:
     run = run_start(agent=agent, input=REQUEST, user=user)
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     return run
 
 
@@ -32,13 +32,13 @@ def decide(approval: ApprovalRequest, user, decision: str, **kw) -> ApprovalRequ
 
 
 def pending_interrupt_ids(run: AgentRun) -> set[str]:
-    graph = runner.graph_for(agent_get(run.agent))
-    return {i.id for i in graph.get_state(runner.thread_config(run)).interrupts}
+    graph = checkpoint.graph_for(agent_get(run.agent))
+    return {i.id for i in graph.get_state(checkpoint.thread_config(run)).interrupts}
 
 
 def tool_messages(run: AgentRun) -> dict[str, ToolMessage]:
-    graph = runner.graph_for(agent_get(run.agent))
-    messages = graph.get_state(runner.thread_config(run)).values["messages"]
+    graph = checkpoint.graph_for(agent_get(run.agent))
+    messages = graph.get_state(checkpoint.thread_config(run)).values["messages"]
     return {m.name: m for m in messages if isinstance(m, ToolMessage)}
 
 
@@ -65,12 +65,12 @@ def test_a_batched_request_resumes_only_once_every_action_is_decided(hitl_agent,
     email, delete = run.approvals.order_by("action_index")
     decide(email, bob, "edit", args={"to": "alice@example.com", "body": "Q3 report attached"})
 
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     assert pending_interrupt_ids(run) == {email.interrupt_id}
     assert SENT == [] and DELETED == []
 
     decide(delete, bob, "reject", message="Keep the report for the audit.")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     # The decisions reached the agent in their order: the edit ran, the reject did not.
     assert SENT == [{"to": "alice@example.com", "body": "Q3 report attached"}]
     assert DELETED == []
@@ -122,14 +122,14 @@ def test_per_call_answers_resume_each_call_on_its_own(hitl_agent, alice, bob):
     delete = run.approvals.get(tool="delete_file")
 
     decide(delete, bob, "approve")
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     assert DELETED == ["/reports/q3.pdf"]
     assert SENT == []
     assert pending_interrupt_ids(run) == {email.interrupt_id}
     assert run.approvals.count() == 2
 
     decide(email, bob, "respond", message="Alice already has it.")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     assert SENT == []
     assert DELETED == ["/reports/q3.pdf"]
     results = tool_messages(run)

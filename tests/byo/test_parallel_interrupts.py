@@ -8,8 +8,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from agents import runner
-from agents.registry import agent_get
+from agents.runtime import advance, checkpoint
+from agents.runtime.registry import agent_get
 from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
@@ -29,14 +29,14 @@ def decide(approval: ApprovalRequest, user, decision: str, **kw) -> None:
 
 
 def state(run: AgentRun):
-    graph = runner.graph_for(agent_get(run.agent))
-    return graph.get_state(runner.thread_config(run))
+    graph = checkpoint.graph_for(agent_get(run.agent))
+    return graph.get_state(checkpoint.thread_config(run))
 
 
 def test_each_send_branch_gets_its_own_approval(graph_agent, alice):
     agent = graph_agent("fan_review", build_fan_graph)
     run = run_start(agent=agent, input={"paths": PATHS}, user=alice)
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     approvals = list(run.approvals.order_by("id"))
     assert sorted(a.args["path"] for a in approvals) == PATHS
     assert len({a.interrupt_id for a in approvals}) == 3
@@ -46,11 +46,11 @@ def test_each_send_branch_gets_its_own_approval(graph_agent, alice):
 def test_partial_then_full_answers_resume_only_the_answered_branches(graph_agent, alice, bob):
     agent = graph_agent("fan_review", build_fan_graph)
     run = run_start(agent=agent, input={"paths": PATHS}, user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     by_path = {a.args["path"]: a for a in run.approvals.all()}
 
     decide(by_path["/tmp/b.log"], bob, "approve")
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     assert DELETED == ["/tmp/b.log"]
     pending = {i.id for i in state(run).interrupts}
     assert pending == {by_path["/tmp/a.log"].interrupt_id, by_path["/tmp/c.log"].interrupt_id}
@@ -62,7 +62,7 @@ def test_partial_then_full_answers_resume_only_the_answered_branches(graph_agent
 
     decide(by_path["/tmp/a.log"], bob, "reject", message="still needed")
     decide(by_path["/tmp/c.log"], bob, "approve")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     assert sorted(DELETED) == ["/tmp/b.log", "/tmp/c.log"]
     run.refresh_from_db()
     assert sorted(run.output["outcome"]) == [
@@ -78,7 +78,7 @@ def test_an_unknown_payload_is_kept_whole_and_answered_with_a_response(
 ):
     agent = graph_agent("question", build_question_graph)
     run = run_start(agent=agent, input={}, user=alice)
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     approval = run.approvals.get()
     assert approval.payload == {"question": "<script>alert(1)</script> Which region?"}
     assert approval.allowed_decisions == ["respond"]
@@ -91,7 +91,7 @@ def test_an_unknown_payload_is_kept_whole_and_answered_with_a_response(
     assert 'id="decide-approve"' not in page
 
     decide(approval, bob, "respond", message="eu-west-1")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     run.refresh_from_db()
     assert run.output == {"answer": "eu-west-1"}
     requested = AuditEvent.objects.get(action="approval.requested", approval_id=approval.id)

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from agents import services as agent_services
 from agents.models import Effect
-from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash

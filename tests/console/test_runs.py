@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from agents import runner
+from agents import selectors as agent_selectors
+from agents import services as agent_services
 from agents.models import SandboxTicket
 from approvals.models import AgentRun
 from audit.models import AuditEvent
@@ -54,7 +55,7 @@ def _history(run: AgentRun) -> list[dict[str, Any]]:
 @pytest.fixture
 def history():
     with mock.patch.object(
-        runner, "run_history", side_effect=lambda *, run: _history(run)
+        agent_selectors, "run_history", side_effect=lambda *, run: _history(run)
     ) as patched:
         yield patched
 
@@ -153,7 +154,7 @@ def test_the_run_page_shows_its_timeline_approvals_effects_and_events(
 
 
 def test_the_run_page_survives_a_history_that_cannot_be_read(as_bob, run_of_alice):
-    with mock.patch.object(runner, "run_history", side_effect=RuntimeError("checkpointer down")):
+    with mock.patch.object(agent_selectors, "run_history", side_effect=RuntimeError("checkpointer down")):
         response = as_bob.get(_run_url(run_of_alice))
     assert response.status_code == 200
     assert "The step history could not be read (RuntimeError)." in response.content.decode()
@@ -216,7 +217,7 @@ def test_viewing_the_state_at_a_step_is_audited(time_traveller, run_of_alice, hi
 
 def test_fork_from_here_opens_the_new_branch(time_traveller, run_of_alice, make_run, history):
     child = make_run(requested_by=time_traveller, status="queued")
-    with mock.patch.object(runner, "run_fork", return_value=child) as fork:
+    with mock.patch.object(agent_services, "run_fork", return_value=child) as fork:
         response = client_for(time_traveller).post(
             reverse("agents:run-fork", args=[run_of_alice.pk]), {"checkpoint_id": "cp-1"}
         )

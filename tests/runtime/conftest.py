@@ -9,8 +9,8 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
-from agents.gate import approval_gate
-from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents.hitl.gate import approval_gate
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.tools import ToolSpec, tool_register
 
 CALLS: list[dict[str, Any]] = []

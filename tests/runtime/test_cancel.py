@@ -8,11 +8,11 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
 
-from agents import runner
-from agents.gate import approval_gate
-from agents.ledger import effect_execute
+from agents.effects.ledger import effect_execute
+from agents.hitl.gate import approval_gate
 from agents.models import Effect
-from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents.runtime import advance
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import run_cancel, run_start
 from agents.tools import ToolSpec, tool_register
 from approvals.models import AgentRun
@@ -106,14 +106,14 @@ def _approve_pending(run: AgentRun, user: Any) -> None:
 
 def test_cancel_compensates_applied_effects_once(two_step_agent, alice, bob):
     run = run_start(agent="two_step", input={}, user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     _approve_pending(run, bob)
-    assert runner.run_advance(run_id=run.id) == "waiting"  # first applied, second pending
+    assert advance.run_advance(run_id=run.id) == "waiting"  # first applied, second pending
     assert [entry[0] for entry in LEDGER] == ["do"]
 
     run_cancel(run=AgentRun.objects.get(pk=run.pk), user=alice)
-    assert runner.run_advance(run_id=run.id) == "cancelled: 1 effect(s) compensated"
-    assert runner.run_advance(run_id=run.id) == "cancelled: 0 effect(s) compensated"
+    assert advance.run_advance(run_id=run.id) == "cancelled: 1 effect(s) compensated"
+    assert advance.run_advance(run_id=run.id) == "cancelled: 0 effect(s) compensated"
 
     run.refresh_from_db()
     assert run.status == "cancelled"
@@ -131,7 +131,7 @@ def test_cancel_compensates_applied_effects_once(two_step_agent, alice, bob):
 
 def test_a_decision_on_a_cancelled_run_is_refused(two_step_agent, alice, bob):
     run = run_start(agent="two_step", input={}, user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     approval = run.approvals.get()
     run_cancel(run=AgentRun.objects.get(pk=run.pk), user=alice)
     from approvals.services import DecisionConflict

@@ -8,8 +8,10 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from agents import ledger, runner, tasks
+from agents import tasks
+from agents.effects import compensation, ledger
 from agents.models import Effect
+from agents.runtime import advance, lease
 from agents.services import run_cancel, run_start
 from approvals import services as approval_services
 from approvals.models import AgentRun
@@ -33,8 +35,8 @@ def test_a_decision_made_while_another_worker_holds_the_run_is_not_lost(
     note_agent, alice, bob, queued, django_capture_on_commit_callbacks
 ):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    runner.run_advance(run_id=run.id)
-    assert runner.lease_acquire(run_id=run.id, owner="busy-worker") is not None
+    advance.run_advance(run_id=run.id)
+    assert lease.lease_acquire(run_id=run.id, owner="busy-worker") is not None
     approval = run.approvals.get()
     with django_capture_on_commit_callbacks(execute=True):
         approval_services.approval_decide(
@@ -42,23 +44,23 @@ def test_a_decision_made_while_another_worker_holds_the_run_is_not_lost(
         )
     before = _advances(queued)
     # The decision's own advance finds the lease taken and does nothing...
-    assert runner.run_advance(run_id=run.id).startswith("skipped")
+    assert advance.run_advance(run_id=run.id).startswith("skipped")
     # ...so the busy worker's release queues the run again.
     with django_capture_on_commit_callbacks(execute=True):
-        runner.lease_release(run_id=run.id, owner="busy-worker")
+        lease.lease_release(run_id=run.id, owner="busy-worker")
     assert _advances(queued) == before + 1
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
 
 
 def test_a_release_without_a_wake_queues_nothing(
     note_agent, alice, queued, django_capture_on_commit_callbacks
 ):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     before = _advances(queued)
-    runner.lease_acquire(run_id=run.id, owner="w")
+    lease.lease_acquire(run_id=run.id, owner="w")
     with django_capture_on_commit_callbacks(execute=True):
-        runner.lease_release(run_id=run.id, owner="w")
+        lease.lease_release(run_id=run.id, owner="w")
     assert _advances(queued) == before
 
 
@@ -66,7 +68,7 @@ def test_a_cancel_landing_while_the_worker_runs_is_not_overwritten(
     note_agent, alice, bob, monkeypatch
 ):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     approval = run.approvals.get()
     approval_services.approval_decide(
         approval=approval, user=bob, decision="approve", seen_hash=approval.payload_hash
@@ -78,7 +80,7 @@ def test_a_cancel_landing_while_the_worker_runs_is_not_overwritten(
         return original(**kwargs)
 
     monkeypatch.setattr(approval_services, "run_mark_running", cancel_first)
-    assert runner.run_advance(run_id=run.id).startswith("cancelled")
+    assert advance.run_advance(run_id=run.id).startswith("cancelled")
     run.refresh_from_db()
     assert run.status == "cancelled"
     assert CALLS == []
@@ -93,7 +95,7 @@ def test_no_approval_is_created_for_a_cancelled_run(note_agent, alice, monkeypat
         return original(**kwargs)
 
     monkeypatch.setattr(approval_services, "approval_requests_sync", cancel_first)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     assert not run.approvals.exists()
     assert AgentRun.objects.get(pk=run.pk).status == "cancelled"
 
@@ -113,7 +115,7 @@ def test_recovery_requeues_a_running_run_without_a_lease(note_agent, alice, queu
 
 def test_recovery_requeues_a_woken_run_whose_task_never_ran(note_agent, alice, queued, settings):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     long_ago = timezone.now() - dt.timedelta(seconds=settings.Q_RETRY + 5)
     AgentRun.objects.filter(pk=run.pk).update(wake_requested=True, updated_at=long_ago)
     assert tasks.runs_recover() == 1
@@ -131,7 +133,7 @@ def test_the_ledger_refuses_downstream_calls_without_the_lease(
             run_id=str(run.id), key=f"{run.id}:x", tool="fenced_write", args={"text": "a"}
         )
     assert make_effect_tool == []
-    runner.lease_acquire(run_id=run.id, owner="a-worker-that-lost-it")
+    lease.lease_acquire(run_id=run.id, owner="a-worker-that-lost-it")
     ledger.effect_execute(
         run_id=str(run.id), key=f"{run.id}:x", tool="fenced_write", args={"text": "a"}
     )
@@ -150,7 +152,7 @@ def test_cancel_finishes_a_claimed_effect_before_compensating_it(
         args_fingerprint=ledger.payload_hash({"text": "a"}),
         status="claimed",
     )
-    undone = ledger.run_compensate(run_id=str(run.id))
+    undone = compensation.run_compensate(run_id=str(run.id))
     assert [e.key for e in undone] == [f"{run.id}:half:compensate"]
     assert Effect.objects.get(key=f"{run.id}:half").status == "compensated"
     assert [name for name, _ in make_effect_tool] == ["write", "erase"]

@@ -5,8 +5,10 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from agents import runner
-from agents.registry import AgentSpec, agent_register, agent_unregister
+from agents import selectors as agent_selectors
+from agents import services as agent_services
+from agents.runtime import advance, failures
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.selectors import run_interrupts_without_approval
 from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
@@ -30,7 +32,7 @@ def _decide(run, user, decision="approve", **kw):
 
 def test_first_advance_pauses_with_one_approval(note_agent, alice):
     run = _start(alice)
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     run.refresh_from_db()
     assert run.status == "waiting"
     approval = run.approvals.get()
@@ -46,19 +48,19 @@ def test_first_advance_pauses_with_one_approval(note_agent, alice):
 
 def test_repeated_advance_of_a_paused_run_creates_nothing(note_agent, alice):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
-    assert runner.run_advance(run_id=run.id) == "waiting"
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    advance.run_advance(run_id=run.id)
+    assert advance.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
     assert ApprovalRequest.objects.filter(run=run).count() == 1
     assert AuditEvent.objects.filter(action="approval.requested").count() == 1
 
 
 def test_approve_resumes_and_executes_once(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     _decide(run, bob)
-    assert runner.run_advance(run_id=run.id) == "completed"
-    assert runner.run_advance(run_id=run.id) == "nothing to do: completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "nothing to do: completed"
     run.refresh_from_db()
     assert run.status == "completed" and run.resume_count == 1
     assert len(CALLS) == 1
@@ -67,17 +69,17 @@ def test_approve_resumes_and_executes_once(note_agent, alice, bob):
 
 def test_edit_executes_the_edited_args(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     _decide(run, bob, decision="edit", args={"text": "edited", "count": 2})
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     assert CALLS[0]["args"] == {"text": "edited", "count": 2}
 
 
 def test_reject_never_executes(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     _decide(run, bob, decision="reject", message="no")
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     assert CALLS == []
     run.refresh_from_db()
     assert run.output["log"][-1] == "skipped:reject"
@@ -88,7 +90,7 @@ def test_a_live_lease_held_elsewhere_skips_the_advance(note_agent, alice):
     AgentRun.objects.filter(pk=run.pk).update(
         lease_owner="other-worker", lease_expires_at=timezone.now() + dt.timedelta(seconds=30)
     )
-    assert runner.run_advance(run_id=run.id).startswith("skipped")
+    assert advance.run_advance(run_id=run.id).startswith("skipped")
     assert not ApprovalRequest.objects.filter(run=run).exists()
 
 
@@ -97,12 +99,12 @@ def test_an_expired_lease_is_taken_over(note_agent, alice):
     AgentRun.objects.filter(pk=run.pk).update(
         lease_owner="dead-worker", lease_expires_at=timezone.now() - dt.timedelta(seconds=1)
     )
-    assert runner.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
 
 
 def test_drain_resumes_on_the_checkpointed_version(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     used: list[str] = []
 
     def v2_factory(*, checkpointer):
@@ -111,14 +113,14 @@ def test_drain_resumes_on_the_checkpointed_version(note_agent, alice, bob):
 
     agent_register(AgentSpec(name="note_agent", version="2", factory=v2_factory, policy="drain"))
     _decide(run, bob)
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     assert used == []  # v1 stayed registered and ran the thread
     assert len(CALLS) == 1
 
 
 def test_migrate_transforms_the_state_and_resumes_under_v2(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     agent_register(
         AgentSpec(
             name="note_agent",
@@ -130,7 +132,7 @@ def test_migrate_transforms_the_state_and_resumes_under_v2(note_agent, alice, bo
     )
     agent_unregister("note_agent", "1")
     _decide(run, bob)
-    assert runner.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "completed"
     run.refresh_from_db()
     assert run.graph_version == "2"
     assert "migrated-from-v1" in run.output["log"]
@@ -139,7 +141,7 @@ def test_migrate_transforms_the_state_and_resumes_under_v2(note_agent, alice, bo
 
 def test_removed_pending_node_is_flagged_not_finished(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
 
     def v2_without_approve(*, checkpointer):
         from langgraph.graph import END, START, StateGraph
@@ -163,7 +165,7 @@ def test_removed_pending_node_is_flagged_not_finished(note_agent, alice, bob):
     )
     agent_unregister("note_agent", "1")
     _decide(run, bob)
-    assert runner.run_advance(run_id=run.id).startswith("flagged")
+    assert advance.run_advance(run_id=run.id).startswith("flagged")
     run.refresh_from_db()
     assert "approve" in run.flag and run.status != "completed"
     assert CALLS == []
@@ -171,11 +173,11 @@ def test_removed_pending_node_is_flagged_not_finished(note_agent, alice, bob):
 
 def test_unregistered_old_version_without_migration_is_flagged(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     agent_register(AgentSpec(name="note_agent", version="2", factory=build_note_graph))
     agent_unregister("note_agent", "1")
     _decide(run, bob)
-    assert runner.run_advance(run_id=run.id).startswith("flagged")
+    assert advance.run_advance(run_id=run.id).startswith("flagged")
     run.refresh_from_db()
     assert "no longer registered" in run.flag
 
@@ -183,9 +185,9 @@ def test_unregistered_old_version_without_migration_is_flagged(note_agent, alice
 def test_budget_is_enforced_across_resumes(note_agent, alice, bob, settings):
     settings.RUN_MAX_STEPS = 2
     run = _start(alice)
-    runner.run_advance(run_id=run.id)  # propose (+ approve paused) -> 1 step
+    advance.run_advance(run_id=run.id)  # propose (+ approve paused) -> 1 step
     _decide(run, bob)
-    outcome = runner.run_advance(run_id=run.id)
+    outcome = advance.run_advance(run_id=run.id)
     run.refresh_from_db()
     assert run.steps_used == 3
     assert outcome.startswith("failed") and run.status == "failed"
@@ -199,12 +201,12 @@ def test_retryable_error_is_retried_then_dead(note_agent, alice, settings, monke
     def boom(*args, **kwargs):
         raise TimeoutError("model timed out")
 
-    monkeypatch.setattr(runner, "_advance", boom)
-    monkeypatch.setattr(runner, "_enqueue_later", lambda run_id, delay: None)
-    assert runner.run_advance(run_id=run.id).startswith("retrying")
+    monkeypatch.setattr(advance, "_advance", boom)
+    monkeypatch.setattr(failures, "_enqueue_later", lambda run_id, delay: None)
+    assert advance.run_advance(run_id=run.id).startswith("retrying")
     run.refresh_from_db()
     assert run.status == "queued" and run.failure_count == 1
-    assert runner.run_advance(run_id=run.id).startswith("dead")
+    assert advance.run_advance(run_id=run.id).startswith("dead")
     run.refresh_from_db()
     assert run.status == "dead" and "model timed out" in run.error
     assert AuditEvent.objects.filter(action="run.escalated", run_id=run.id).exists()
@@ -216,16 +218,16 @@ def test_non_retryable_error_is_dead_at_once(note_agent, alice, monkeypatch):
     def bad(*args, **kwargs):
         raise ValueError("schema mismatch")
 
-    monkeypatch.setattr(runner, "_advance", bad)
-    assert runner.run_advance(run_id=run.id).startswith("dead")
+    monkeypatch.setattr(advance, "_advance", bad)
+    assert advance.run_advance(run_id=run.id).startswith("dead")
 
 
 def test_history_lists_steps_with_changes(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
+    advance.run_advance(run_id=run.id)
     _decide(run, bob)
-    runner.run_advance(run_id=run.id)
-    history = runner.run_history(run=run)
+    advance.run_advance(run_id=run.id)
+    history = agent_selectors.run_history(run=run)
     assert history[0]["nodes"] == ["input"]
     assert any(step["nodes"] == ["execute"] for step in history)
     last = history[-1]
@@ -239,10 +241,10 @@ def test_history_lists_steps_with_changes(note_agent, alice, bob):
 
 def test_fork_from_the_paused_step_starts_a_new_branch(note_agent, alice, bob):
     run = _start(alice)
-    runner.run_advance(run_id=run.id)
-    history = runner.run_history(run=run)
+    advance.run_advance(run_id=run.id)
+    history = agent_selectors.run_history(run=run)
     paused = next(step for step in history if step["next"] == ["approve"])
-    child = runner.run_fork(run=run, checkpoint_id=paused["checkpoint_id"], user=bob)
-    assert runner.run_advance(run_id=child.id) == "waiting"
+    child = agent_services.run_fork(run=run, checkpoint_id=paused["checkpoint_id"], user=bob)
+    assert advance.run_advance(run_id=child.id) == "waiting"
     assert child.approvals.count() == 1
     assert AuditEvent.objects.filter(action="run.forked", run_id=child.id).exists()

@@ -14,14 +14,14 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 
-from agents.gate import approval_gate
+from agents.effects.ledger import effect_execute
 from agents.graphs.incident_copilot import prompts
 from agents.graphs.incident_copilot.offline import incident_responder
 from agents.graphs.incident_copilot.state import IncidentInput, IncidentState
 from agents.graphs.incident_copilot.tools import ACTION_TOOLS, NOTIFY_TOOL, tool_definitions
-from agents.ledger import effect_execute
-from agents.llm import chat_model_get
-from agents.registry import AgentSpec, agent_register
+from agents.hitl.gate import approval_gate
+from agents.runtime.llm import chat_model_get
+from agents.runtime.registry import AgentSpec, agent_register
 from agents.tools import tool_get
 
 NAME = "incident_copilot"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from agents.llm import OfflineReply, json_block, message_text
+from agents.runtime.llm import OfflineReply, json_block, message_text
 
 
 def incident_responder(messages: list[BaseMessage], tools: list[str]) -> OfflineReply:

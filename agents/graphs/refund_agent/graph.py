@@ -16,9 +16,9 @@ from agents.graphs.refund_agent.offline import refund_responder
 from agents.graphs.refund_agent.prompts import SYSTEM_PROMPT, request_prompt
 from agents.graphs.refund_agent.state import RefundInput
 from agents.graphs.refund_agent.tools import TOOLS
-from agents.llm import chat_model_get
-from agents.middleware import ApprovalGateMiddleware
-from agents.registry import AgentSpec, agent_register
+from agents.hitl import ApprovalGateMiddleware
+from agents.runtime.llm import chat_model_get
+from agents.runtime.registry import AgentSpec, agent_register
 
 NAME = "refund_agent"
 VERSION = "1"

@@ -6,7 +6,7 @@ import json
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
-from agents.llm import OfflineReply, json_block, message_text
+from agents.runtime.llm import OfflineReply, json_block, message_text
 
 REFUND_FIELDS = ("order_id", "amount", "reason", "sku", "quantity", "customer_email")
 

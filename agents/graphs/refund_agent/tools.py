@@ -8,8 +8,8 @@ from decimal import Decimal
 from langchain.tools import ToolRuntime
 from langchain_core.tools import tool
 
-from agents.middleware import gate_decision
-from agents.toolbox import refund_saga_run
+from agents.graphs.refund_agent.saga import refund_saga_run
+from agents.hitl import gate_decision
 
 
 @tool

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.gate import PAYLOAD_TYPE
+from agents.hitl.gate import PAYLOAD_TYPE
 from agents.tools import tool_find
 from approvals import policy
 

@@ -1,7 +1,8 @@
-"""Demo tools (registered on import). See agents/tools.py for the registry.
+"""The sandbox's demo tools (registered on import; ``AgentsConfig.ready`` imports this module).
 
 Read tools query the sandboxes directly; every other tool is called only through the effects
-ledger (agents/ledger.py), which hands it the idempotency key.
+ledger (``agents.effects.ledger``), which hands it the idempotency key. The refund saga that
+strings the refund tools together lives with its agent (``agents.graphs.refund_agent.saga``).
 
 ``notify_channel`` posts to the internal incident channel of the sandbox notifier. It is in
 tier ``read``: it tells people what already happened, so the incident flow needs no person to
@@ -16,9 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agents import sandbox
-from agents.ledger import ToolError, effect_compensate, effect_execute, effect_get
-from agents.models import Effect
+from agents.effects.errors import ToolError
+from agents.sandbox import systems as sandbox
 from agents.tools import ToolSpec, tool_register
 
 Severity = Literal["sev1", "sev2", "sev3", "sev4"]
@@ -170,7 +170,7 @@ class CustomerNotificationArgs(BaseModel):
 def refund_order(args: dict[str, Any], key: str | None) -> dict[str, Any]:
     raise ToolError(
         "refund_order runs as a saga of payment, inventory and notification steps: "
-        "call refund_saga_run() with the run id"
+        "call agents.graphs.refund_agent.saga.refund_saga_run() with the run id"
     )
 
 
@@ -198,90 +198,6 @@ def notify_customer(args: dict[str, Any], key: str | None) -> dict[str, Any]:
     return sandbox.notification_send(
         key=key, channel="email", recipient=args["recipient"], message=args["message"]
     )
-
-
-def refund_saga_steps(args: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(key suffix, tool, args) of each step of an approved refund, in order."""
-    return [
-        (
-            "payment",
-            "refund_payment",
-            {
-                "order_id": args["order_id"],
-                "amount": str(args["amount"]),
-                "currency": args.get("currency", "USD"),
-            },
-        ),
-        (
-            "inventory",
-            "restock_inventory",
-            {
-                "sku": args["sku"],
-                "quantity": args["quantity"],
-                "reason": f"refund of {args['order_id']}",
-            },
-        ),
-        (
-            "notification",
-            "notify_customer",
-            {
-                "order_id": args["order_id"],
-                "recipient": args["customer_email"],
-                "message": (
-                    f"We refunded {args['amount']} {args.get('currency', 'USD')} for order "
-                    f"{args['order_id']}: {args['reason']}"
-                ),
-            },
-        ),
-    ]
-
-
-def refund_saga_run(
-    *, run_id: str, key: str, args: dict[str, Any], approval_id: int | None = None
-) -> dict[str, Any]:
-    """Refund across payment, inventory and notification, each step once through the ledger.
-
-    If a step fails, the steps before it are compensated in reverse order (each compensation
-    exactly once, key ``<step key>:compensate``) and the outcome says so.
-    """
-    args = RefundOrderArgs.model_validate(args).model_dump(mode="json")
-    steps = refund_saga_steps(args)
-    step_keys = [f"{key}:{suffix}" for suffix, _, _ in steps]
-    # A replay after the saga was rolled back must not start it again.
-    if any(
-        (effect := effect_get(key=k)) and effect.status == Effect.Status.COMPENSATED
-        for k in step_keys
-    ):
-        done = [k for k in step_keys if effect_get(key=k)]
-        return _saga_rolled_back(done, failed_step=None, error="already rolled back")
-    results: dict[str, Any] = {}
-    for (suffix, tool, step_args), step_key in zip(steps, step_keys, strict=True):
-        try:
-            results[suffix] = effect_execute(
-                run_id=run_id,
-                key=step_key,
-                tool=tool,
-                args=step_args,
-                approval_id=approval_id,
-                approved_args=args,
-            )
-        except ToolError as exc:
-            done = step_keys[: step_keys.index(step_key)]
-            for done_key in reversed(done):
-                effect = effect_get(key=done_key)
-                if effect is not None:
-                    effect_compensate(effect=effect)
-            return _saga_rolled_back(done, failed_step=suffix, error=str(exc))
-    return {"status": "refunded", "order_id": args["order_id"], "steps": results}
-
-
-def _saga_rolled_back(done: list[str], *, failed_step: str | None, error: str) -> dict[str, Any]:
-    return {
-        "status": "rolled_back",
-        "failed_step": failed_step,
-        "error": error,
-        "compensated": [f"{k}:compensate" for k in reversed(done)],
-    }
 
 
 # --- registration ----------------------------------------------------------------------------

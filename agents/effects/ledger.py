@@ -20,6 +20,14 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agents.effects.errors import (
+    EffectArgsMismatch,
+    EffectConflict,
+    EffectTierRose,
+    LeaseNotHeld,
+    RetryableToolError,
+    ToolTimeout,
+)
 from agents.models import Effect
 from agents.tools import tool_find, tool_get
 from approvals import policy
@@ -34,60 +42,6 @@ logger = logging.getLogger(__name__)
 RETRY_BASE_DELAY_S = 0.5
 RETRY_MAX_DELAY_S = 30.0
 ACTOR = "system:ledger"
-
-
-class ToolError(Exception):
-    """A downstream call failed in a way that retrying will not fix (a 4xx)."""
-
-    status: int = 400
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        if status is not None:
-            self.status = status
-
-
-class RetryableToolError(ToolError):
-    """A downstream call failed transiently (429, 5xx, timeout): retry with the same key."""
-
-    status = 503
-
-
-class ToolTimeout(RetryableToolError):
-    """The downstream did not answer within settings.TOOL_TIMEOUT_SECONDS."""
-
-    status = 504
-
-
-class LedgerError(Exception):
-    """The ledger refuses to run this effect."""
-
-
-class EffectConflict(LedgerError):
-    """The key was already used for another tool or other args."""
-
-
-class EffectArgsMismatch(LedgerError):
-    """The args about to run differ from the args a person approved (invariant 5)."""
-
-
-class EffectTierRose(EffectArgsMismatch):
-    """Under the policy in force now, the approved args need a higher tier than the approval
-    was decided in; the gate asks again before this point, so this is the last line."""
-
-
-class LeaseNotHeld(LedgerError):
-    """This worker no longer holds the run's lease: another worker owns the run now, so this
-    one must not call downstream (fencing for invariants 1 and 6)."""
-
-
-class CompensationFailed(LedgerError):
-    """Some effects could not be undone; the others were (see ``.compensated``)."""
-
-    def __init__(self, message: str, *, compensated: list[Effect], failed: list[str]) -> None:
-        super().__init__(message)
-        self.compensated = compensated
-        self.failed = failed
 
 
 def effect_execute(
@@ -113,105 +67,6 @@ def effect_execute(
         approved_args=args if approved_args is None else approved_args,
         compensates=None,
     )
-
-
-def effect_compensate(*, effect: Effect) -> Effect | None:
-    """Undo a succeeded effect with its tool's compensating tool, exactly once.
-
-    Returns the compensation effect, or None when the tool has no compensation or the
-    effect never succeeded.
-    """
-    spec = tool_find(effect.tool)
-    if spec is None:
-        raise ToolError(f"tool {effect.tool!r} is not registered in this process")
-    if not spec.compensate_with:
-        return None
-    effect.refresh_from_db()
-    if effect.status not in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
-        return None
-    comp_args = (
-        spec.compensation_args(effect.args, effect.result)
-        if spec.compensation_args
-        else dict(effect.args)
-    )
-    comp_key = f"{effect.key}:compensate"
-    _execute(
-        run_id=str(effect.run_id),
-        key=comp_key,
-        tool=spec.compensate_with,
-        args=comp_args,
-        approval_id=None,
-        approved_args=comp_args,
-        compensates=effect,
-    )
-    compensation = Effect.objects.get(key=comp_key)
-    with transaction.atomic(durable=True):
-        marked = Effect.objects.filter(pk=effect.pk, status=Effect.Status.SUCCEEDED).update(
-            status=Effect.Status.COMPENSATED
-        )
-        if marked:
-            event_record(
-                action="effect.compensated",
-                actor=ACTOR,
-                run_id=effect.run_id,
-                approval_id=effect.approval_id,
-                tool=effect.tool,
-                data={
-                    "key": effect.key,
-                    "compensation_key": comp_key,
-                    "compensation_tool": spec.compensate_with,
-                    "args": comp_args,
-                    "result": compensation.result,
-                },
-            )
-    effect.refresh_from_db()
-    return compensation
-
-
-def run_compensate(*, run_id: str) -> list[Effect]:
-    """Compensate every succeeded, not yet compensated effect of the run, newest first.
-
-    One compensation failing does not stop the others; ``CompensationFailed`` then lists the
-    keys left as they were (each failure is also an "effect.failed" audit event).
-    """
-    done: list[Effect] = []
-    failed: list[str] = []
-    # A worker killed mid-call leaves a claimed effect that may have reached downstream:
-    # finish it first (same key, the downstream dedupes), so it can then be undone.
-    unfinished = Effect.objects.filter(
-        run_id=run_id, status=Effect.Status.CLAIMED, compensates__isnull=True
-    ).order_by("created_at", "id")
-    for effect in list(unfinished):
-        try:
-            _execute(
-                run_id=str(run_id),
-                key=effect.key,
-                tool=effect.tool,
-                args=effect.args,
-                approval_id=None,
-                approved_args=effect.args,
-                compensates=None,
-            )
-        except ToolError as exc:
-            logger.warning("could not finish %s before compensating: %s", effect.key, exc)
-            failed.append(effect.key)
-    effects = Effect.objects.filter(
-        run_id=run_id, status=Effect.Status.SUCCEEDED, compensates__isnull=True
-    ).order_by("-created_at", "-id")
-    for effect in list(effects):
-        try:
-            compensation = effect_compensate(effect=effect)
-        except ToolError as exc:
-            logger.warning("compensation of %s failed: %s", effect.key, exc)
-            failed.append(effect.key)
-            continue
-        if compensation is not None:
-            done.append(compensation)
-    if failed:
-        raise CompensationFailed(
-            f"could not compensate {', '.join(failed)}", compensated=done, failed=failed
-        )
-    return done
 
 
 def effect_get(*, key: str) -> Effect | None:

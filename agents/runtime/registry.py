@@ -85,14 +85,13 @@ def agent_unregister(name: str, version: str | None = None) -> None:
                 _agents.pop(name, None)
 
 
-def _load_builtin_and_settings() -> None:
+def _load_settings() -> None:
+    """Register the agents of the CONSOLE_AGENTS setting, once per process (the built-in
+    agents register themselves when ``agents.graphs`` is imported, at app start-up)."""
     global _settings_loaded
     if _settings_loaded:
         return
     _settings_loaded = True
-    # Built-in demo agents register themselves on import.
-    importlib.import_module("agents.graphs.incident_copilot.graph")
-    importlib.import_module("agents.graphs.refund_agent.graph")
     for name, target in getattr(settings, "CONSOLE_AGENTS", {}).items():
         agent_register(_spec_from_setting(name, target))
 
@@ -119,7 +118,7 @@ def import_dotted(path: str) -> Any:
 
 
 def agent_get(name: str, version: str | None = None) -> AgentSpec:
-    _load_builtin_and_settings()
+    _load_settings()
     versions = _agents.get(name)
     if not versions:
         raise UnknownAgent(f"unknown agent {name!r}")
@@ -130,16 +129,12 @@ def agent_get(name: str, version: str | None = None) -> AgentSpec:
         raise UnknownAgent(f"agent {name!r} has no registered version {version!r}") from None
 
 
-def agent_current_version(name: str) -> str:
-    return agent_get(name).version
-
-
 def agent_is_registered(name: str, version: str) -> bool:
-    _load_builtin_and_settings()
+    _load_settings()
     return version in _agents.get(name, {})
 
 
 def agent_list() -> list[AgentSpec]:
     """The current version of every registered agent, by name."""
-    _load_builtin_and_settings()
+    _load_settings()
     return [_agents[name][_current[name]] for name in sorted(_current)]

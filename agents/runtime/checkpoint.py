@@ -1,4 +1,5 @@
-"""The checkpointer factory: one PostgresSaver pool or one SqliteSaver connection per process.
+"""The checkpointer: one PostgresSaver pool or one SqliteSaver connection per process, the
+compiled graphs bound to it, and thread configs.
 
 Created lazily, because the qcluster forks its workers after start-up and a pool or a sqlite
 connection must not cross a fork. It follows Django's database choice (DESIGN.md: Databases).
@@ -11,10 +12,15 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connections
+from langchain_core.messages import BaseMessage
+
+if TYPE_CHECKING:
+    from agents.runtime.registry import AgentSpec
+    from approvals.models import AgentRun
 
 _lock = threading.Lock()
 _cache: dict[str, Any] = {"pid": None, "key": None, "saver": None, "closer": None}
@@ -96,3 +102,48 @@ def checkpointer_reset() -> None:
         if _cache["closer"] is not None and _cache["pid"] == os.getpid():
             _cache["closer"]()
         _cache.update(pid=None, key=None, saver=None, closer=None)
+
+
+# --- compiled graphs and thread configs ---------------------------------------------------------
+
+_graphs: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+_graphs_lock = threading.Lock()
+
+
+def graph_for(spec: AgentSpec) -> Any:
+    """The compiled graph of an agent version, bound to this process's checkpointer."""
+    saver = checkpointer_get()
+    key = (spec.name, spec.version, id(saver))
+    with _graphs_lock:
+        cached = _graphs.get(key)
+        if cached is None or cached[0] is not spec:  # re-registered: build it again
+            cached = (spec, spec.factory(checkpointer=saver))
+            _graphs[key] = cached
+        return cached[1]
+
+
+def thread_config(run: AgentRun, *, version: str | None = None) -> dict[str, Any]:
+    """The LangGraph config of the run's thread; with ``version``, the one a step writes under."""
+    config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id}}
+    if version is not None:
+        config["metadata"] = {"graph_version": version, "run_id": str(run.id)}
+        config["recursion_limit"] = settings.RUN_MAX_STEPS + 5
+    return config
+
+
+def jsonable(value: Any) -> Any:
+    """State values as plain JSON (messages become {type, content, tool_calls})."""
+    if isinstance(value, BaseMessage):
+        out: dict[str, Any] = {"type": value.type, "content": value.content}
+        if getattr(value, "tool_calls", None):
+            out["tool_calls"] = value.tool_calls
+        return jsonable(out)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "model_dump"):
+        return jsonable(value.model_dump(mode="json"))
+    return str(value)

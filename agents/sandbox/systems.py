@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from agents.ledger import ToolError
+from agents.effects.errors import ToolError
 from agents.models import (
     SandboxDeploy,
     SandboxInventoryMovement,

@@ -3,6 +3,9 @@
 Tiers: ``read`` (runs freely), ``write`` and ``critical`` (need approval unless policy says
 otherwise). The args schema is the single source for validating model-proposed args, edited
 args from reviewers, and the edit form the console renders.
+
+Tools register themselves when their module is imported; the app registers the sandbox's demo
+tools at start-up (``AgentsConfig.ready``), so every process knows them.
 """
 
 from __future__ import annotations
@@ -66,8 +69,12 @@ def tool_register(spec: ToolSpec) -> ToolSpec:
     return spec
 
 
+def tool_unregister(name: str) -> None:
+    """Forget a tool (tests that register their own)."""
+    _tools.pop(name, None)
+
+
 def tool_get(name: str) -> ToolSpec:
-    _ensure_loaded()
     try:
         return _tools[name]
     except KeyError:
@@ -75,12 +82,10 @@ def tool_get(name: str) -> ToolSpec:
 
 
 def tool_find(name: str) -> ToolSpec | None:
-    _ensure_loaded()
     return _tools.get(name)
 
 
 def tool_list() -> list[ToolSpec]:
-    _ensure_loaded()
     return sorted(_tools.values(), key=lambda spec: spec.name)
 
 
@@ -91,8 +96,3 @@ def validation_errors(exc: ValidationError) -> dict[str, str]:
         field = ".".join(str(part) for part in err.get("loc", ())) or "non_field_errors"
         errors.setdefault(field, err.get("msg", "invalid"))
     return errors
-
-
-def _ensure_loaded() -> None:
-    # The demo tools live beside the sandboxes; importing registers them.
-    from agents import toolbox  # noqa: F401

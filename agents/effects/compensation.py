@@ -1,0 +1,117 @@
+"""Compensation (sagas): undo a succeeded effect with its tool's compensating tool, exactly once.
+
+A compensation is an effect of its own (key ``<key>:compensate``) that runs through the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from agents.effects.errors import CompensationFailed, ToolError
+from agents.effects.ledger import ACTOR, _execute
+from agents.models import Effect
+from agents.tools import tool_find
+from audit.services import event_record
+
+logger = logging.getLogger(__name__)
+
+
+def effect_compensate(*, effect: Effect) -> Effect | None:
+    """Undo a succeeded effect with its tool's compensating tool, exactly once.
+
+    Returns the compensation effect, or None when the tool has no compensation or the
+    effect never succeeded.
+    """
+    spec = tool_find(effect.tool)
+    if spec is None:
+        raise ToolError(f"tool {effect.tool!r} is not registered in this process")
+    if not spec.compensate_with:
+        return None
+    effect.refresh_from_db()
+    if effect.status not in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
+        return None
+    comp_args = (
+        spec.compensation_args(effect.args, effect.result)
+        if spec.compensation_args
+        else dict(effect.args)
+    )
+    comp_key = f"{effect.key}:compensate"
+    _execute(
+        run_id=str(effect.run_id),
+        key=comp_key,
+        tool=spec.compensate_with,
+        args=comp_args,
+        approval_id=None,
+        approved_args=comp_args,
+        compensates=effect,
+    )
+    compensation = Effect.objects.get(key=comp_key)
+    with transaction.atomic(durable=True):
+        marked = Effect.objects.filter(pk=effect.pk, status=Effect.Status.SUCCEEDED).update(
+            status=Effect.Status.COMPENSATED
+        )
+        if marked:
+            event_record(
+                action="effect.compensated",
+                actor=ACTOR,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={
+                    "key": effect.key,
+                    "compensation_key": comp_key,
+                    "compensation_tool": spec.compensate_with,
+                    "args": comp_args,
+                    "result": compensation.result,
+                },
+            )
+    effect.refresh_from_db()
+    return compensation
+
+
+def run_compensate(*, run_id: str) -> list[Effect]:
+    """Compensate every succeeded, not yet compensated effect of the run, newest first.
+
+    One compensation failing does not stop the others; ``CompensationFailed`` then lists the
+    keys left as they were (each failure is also an "effect.failed" audit event).
+    """
+    done: list[Effect] = []
+    failed: list[str] = []
+    # A worker killed mid-call leaves a claimed effect that may have reached downstream:
+    # finish it first (same key, the downstream dedupes), so it can then be undone.
+    unfinished = Effect.objects.filter(
+        run_id=run_id, status=Effect.Status.CLAIMED, compensates__isnull=True
+    ).order_by("created_at", "id")
+    for effect in list(unfinished):
+        try:
+            _execute(
+                run_id=str(run_id),
+                key=effect.key,
+                tool=effect.tool,
+                args=effect.args,
+                approval_id=None,
+                approved_args=effect.args,
+                compensates=None,
+            )
+        except ToolError as exc:
+            logger.warning("could not finish %s before compensating: %s", effect.key, exc)
+            failed.append(effect.key)
+    effects = Effect.objects.filter(
+        run_id=run_id, status=Effect.Status.SUCCEEDED, compensates__isnull=True
+    ).order_by("-created_at", "-id")
+    for effect in list(effects):
+        try:
+            compensation = effect_compensate(effect=effect)
+        except ToolError as exc:
+            logger.warning("compensation of %s failed: %s", effect.key, exc)
+            failed.append(effect.key)
+            continue
+        if compensation is not None:
+            done.append(compensation)
+    if failed:
+        raise CompensationFailed(
+            f"could not compensate {', '.join(failed)}", compensated=done, failed=failed
+        )
+    return done

@@ -1,0 +1,62 @@
+"""What the ledger and the tools it calls raise. A leaf module: tools and sandboxes import it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agents.models import Effect
+
+
+class ToolError(Exception):
+    """A downstream call failed in a way that retrying will not fix (a 4xx)."""
+
+    status: int = 400
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class RetryableToolError(ToolError):
+    """A downstream call failed transiently (429, 5xx, timeout): retry with the same key."""
+
+    status = 503
+
+
+class ToolTimeout(RetryableToolError):
+    """The downstream did not answer within settings.TOOL_TIMEOUT_SECONDS."""
+
+    status = 504
+
+
+class LedgerError(Exception):
+    """The ledger refuses to run this effect."""
+
+
+class EffectConflict(LedgerError):
+    """The key was already used for another tool or other args."""
+
+
+class EffectArgsMismatch(LedgerError):
+    """The args about to run differ from the args a person approved (invariant 5)."""
+
+
+class EffectTierRose(EffectArgsMismatch):
+    """Under the policy in force now, the approved args need a higher tier than the approval
+    was decided in; the gate asks again before this point, so this is the last line."""
+
+
+class LeaseNotHeld(LedgerError):
+    """This worker no longer holds the run's lease: another worker owns the run now, so this
+    one must not call downstream (fencing for invariants 1 and 6)."""
+
+
+class CompensationFailed(LedgerError):
+    """Some effects could not be undone; the others were (see ``.compensated``)."""
+
+    def __init__(self, message: str, *, compensated: list[Effect], failed: list[str]) -> None:
+        super().__init__(message)
+        self.compensated = compensated
+        self.failed = failed

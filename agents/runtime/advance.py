@@ -1,0 +1,183 @@
+"""The advance loop: move a run's LangGraph thread as far as it can go now.
+
+``run_advance`` is safe to repeat (invariant 10) and runs on at most one worker at a time
+(invariant 6: ``runtime.lease``). It never resumes silently into other code (invariant 8:
+``runtime.versions``). This is the one seam between the apps: pending interrupts become approval
+requests (``hitl.protocol``), decided approvals become ``Command(resume=...)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from langgraph.types import Command
+
+from agents.effects.compensation import run_compensate
+from agents.effects.errors import CompensationFailed, LeaseNotHeld
+from agents.hitl import protocol
+from agents.runtime.budget import budget_check, budget_spend
+from agents.runtime.checkpoint import checkpointer_get, graph_for, jsonable, thread_config
+from agents.runtime.failures import failure_record
+from agents.runtime.lease import Heartbeat, LeaseLost, lease_acquire, lease_owner_new, lease_release
+from agents.runtime.registry import UnknownAgent, agent_get, agent_is_registered
+from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
+from approvals import services as approval_services
+from approvals.models import AgentRun, ApprovalRequest
+from audit.services import event_record
+
+log = logging.getLogger(__name__)
+
+
+def run_advance(*, run_id: Any) -> str:
+    """Move the run as far as it can go now. Returns what happened (for logs and tests)."""
+    owner = lease_owner_new()
+    run = lease_acquire(run_id=run_id, owner=owner)
+    if run is None:
+        return "skipped: leased elsewhere or unknown"
+    try:
+        with Heartbeat(run_id=run.pk, owner=owner) as beat:
+            return _advance(run, beat)
+    except (LeaseLost, LeaseNotHeld):
+        return "stopped: lease lost"
+    except approval_services.RunStopped:
+        fresh = AgentRun.objects.get(pk=run.pk)
+        if fresh.cancel_requested:
+            return _compensate_cancelled(fresh)
+        return f"stopped: run is {fresh.status}"
+    except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
+        return failure_record(run, exc)
+    finally:
+        lease_release(run_id=run.pk, owner=owner)
+
+
+def _advance(run: AgentRun, beat: Heartbeat) -> str:
+    if run.cancel_requested or run.status == AgentRun.Status.CANCELLED:
+        return _compensate_cancelled(run)
+    if run.is_terminal:
+        return f"nothing to do: {run.status}"
+    if run.flag:
+        return f"flagged: {run.flag}"
+    try:
+        current = agent_get(run.agent)
+    except UnknownAgent as exc:
+        approval_services.run_flag(run=run, reason=str(exc))
+        return "flagged: unknown agent"
+    if checkpointer_get().get_tuple(thread_config(run)) is None:
+        spec = (
+            agent_get(run.agent, run.graph_version)
+            if agent_is_registered(run.agent, run.graph_version)
+            else current
+        )
+        graph = graph_for(spec)
+        run = approval_services.run_mark_running(run=run, resumed=False)
+        return _drive(run, graph, spec.graph_input(run.input), spec.version, beat)
+
+    resolved = version_resolve(run, current)
+    if resolved is None:
+        return "flagged: version skew"
+    spec, graph, migration = resolved
+    state = graph.get_state(thread_config(run))
+    if state.interrupts:
+        resume = _sync_and_collect(run, state.interrupts)
+        if not resume:
+            approval_services.run_mark_waiting(run=run)
+            return "waiting"
+        missing = missing_nodes(run, graph)
+        if missing:
+            approval_services.run_flag(
+                run=run,
+                reason=f"pending node(s) {', '.join(missing)} no longer exist in "
+                f"{run.agent} v{spec.version}",
+            )
+            return "flagged: pending node removed"
+        command = Command(resume=resume, update=migration) if migration else Command(resume=resume)
+        run = approval_services.run_mark_running(run=run, resumed=True)
+        return _drive(run, graph, command, spec.version, beat)
+    if state.next:
+        # A worker died mid-run: continue from the last checkpoint.
+        run = approval_services.run_mark_running(run=run, resumed=False)
+        update = Command(update=migration) if migration else None
+        return _drive(run, graph, update, spec.version, beat)
+    approval_services.run_mark_completed(run=run, output=jsonable(state.values))
+    return "completed"
+
+
+def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
+    """Create missing approval requests; return {interrupt_id: resume value} for decided ones."""
+    items: list[dict[str, Any]] = []
+    values: dict[str, Any] = {}
+    for intr in interrupts:
+        values[intr.id] = intr.value
+        items.extend(
+            protocol.approval_items(
+                interrupt_id=intr.id,
+                value=intr.value,
+                response_schema=getattr(intr, "response_schema", None),
+            )
+        )
+    approval_services.approval_requests_sync(run=run, requests=items)
+    by_interrupt: dict[str, list[ApprovalRequest]] = {}
+    for approval in run.approvals.filter(interrupt_id__in=list(values)).order_by("action_index"):
+        by_interrupt.setdefault(approval.interrupt_id, []).append(approval)
+    resume: dict[str, Any] = {}
+    for interrupt_id, approvals in by_interrupt.items():
+        if any(a.status == ApprovalRequest.Status.PENDING for a in approvals):
+            continue
+        decisions = [a.decision for a in approvals]
+        resume[interrupt_id] = protocol.resume_value(
+            value=values[interrupt_id], decisions=decisions
+        )
+    return resume
+
+
+def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Heartbeat) -> str:
+    config = thread_config(run, version=version)
+    # The ledger refuses to call downstream unless this worker still holds the lease.
+    config["configurable"]["lease_owner"] = beat.owner
+    for update in graph.stream(graph_input, config, stream_mode="updates", durability="sync"):
+        budget_spend(run, update)
+        fresh = AgentRun.objects.only(
+            "steps_used", "tokens_used", "cancel_requested", "lease_owner"
+        ).get(pk=run.pk)
+        if beat.lost.is_set():
+            raise LeaseLost()
+        if fresh.cancel_requested:
+            return _compensate_cancelled(run)
+        budget_check(fresh)
+    state = graph.get_state(thread_config(run))
+    if state.interrupts:
+        _sync_and_collect(run, state.interrupts)
+        # A decision made since we took the lease set the wake flag: the lease release
+        # queues the next advance.
+        approval_services.run_mark_waiting(run=run)
+        return "waiting"
+    if state.next:
+        raise RuntimeError(f"graph stopped with pending nodes {state.next} and no interrupt")
+    approval_services.run_mark_completed(
+        run=AgentRun.objects.get(pk=run.pk), output=jsonable(state.values)
+    )
+    return "completed"
+
+
+def _compensate_cancelled(run: AgentRun) -> str:
+    """Undo a cancelled run's applied effects in reverse order, each exactly once."""
+    try:
+        # Building the graph registers tools that agents declare at build time, so their
+        # compensations are known in this process too.
+        graph_of_run(run)
+    except Exception:  # noqa: BLE001 - compensation of registered tools must still run
+        log.exception("could not build the graph of cancelled run %s", run.pk)
+    try:
+        undone = run_compensate(run_id=str(run.pk))
+    except CompensationFailed as exc:
+        with transaction.atomic():
+            event_record(
+                action="run.escalated",
+                actor=f"agent:{run.pk}",
+                run_id=run.pk,
+                data={"error": f"compensation failed: {exc}"},
+            )
+        raise
+    return f"cancelled: {len(undone)} effect(s) compensated"

@@ -1,0 +1,67 @@
+"""Step and token budgets, persisted on the run after each step so a resume never resets them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from langchain_core.messages import BaseMessage
+
+from approvals import services as approval_services
+from approvals.models import AgentRun
+
+
+class BudgetExceeded(Exception):
+    """The run spent its step or token budget (kept across resumes)."""
+
+
+def budget_spend(run: AgentRun, update: dict[str, Any]) -> None:
+    """Count the steps and model tokens of one streamed update against the run's budget."""
+    steps = sum(1 for node in update if node != "__interrupt__")
+    tokens = _tokens_in(update)
+    counted = AgentRun.objects.values_list("tokens_used", flat=True).get(pk=run.pk)
+    # Graphs that keep a cumulative "tokens_used" in their state (it survives resumes
+    # with the checkpoint) are the source of truth; the run mirrors it.
+    tokens = max(tokens, _state_tokens(update) - counted)
+    if steps or tokens:
+        approval_services.run_budget_add(run=run, steps=steps, tokens=tokens)
+
+
+def budget_check(run: AgentRun) -> None:
+    """Raise BudgetExceeded when the stored counters passed the limits."""
+    if run.steps_used > settings.RUN_MAX_STEPS:
+        raise BudgetExceeded(
+            f"step budget exhausted ({run.steps_used} > {settings.RUN_MAX_STEPS})"
+        )
+    if run.tokens_used > settings.RUN_MAX_TOKENS:
+        raise BudgetExceeded(
+            f"token budget exhausted ({run.tokens_used} > {settings.RUN_MAX_TOKENS})"
+        )
+
+
+def _state_tokens(update: dict[str, Any]) -> int:
+    """The largest cumulative ``tokens_used`` a step wrote to the state (0 if none)."""
+    values = [
+        node_update["tokens_used"]
+        for node_update in update.values()
+        if isinstance(node_update, dict) and isinstance(node_update.get("tokens_used"), int)
+    ]
+    return max(values, default=0)
+
+
+def _tokens_in(update: dict[str, Any]) -> int:
+    """Model tokens reported by the messages (usage_metadata) a step added to the state."""
+    total = 0
+    for node_update in update.values():
+        if not isinstance(node_update, dict):
+            continue
+        for value in node_update.values():
+            for item in value if isinstance(value, list) else [value]:
+                usage = (
+                    item.usage_metadata
+                    if isinstance(item, BaseMessage) and hasattr(item, "usage_metadata")
+                    else None
+                )
+                if usage:
+                    total += int(usage.get("total_tokens", 0))
+    return total

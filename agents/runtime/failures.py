@@ -1,0 +1,109 @@
+"""Failures of an advance: classify, retry with backoff and jitter, then dead-letter to a person.
+
+429/5xx/timeouts/connection trouble are worth another try; 4xx and validation are not. After
+RUN_MAX_FAILURES the run is dead and an escalation event carries its full context.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import traceback
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents.runtime.budget import BudgetExceeded
+from approvals import services as approval_services
+from approvals.models import AgentRun
+from audit.services import event_record
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_NAMES = {
+    "RetryableToolError",
+    "RateLimitError",
+    "APITimeoutError",
+    "APIConnectionError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "OperationalError",
+    "InterfaceError",
+    "PoolTimeout",
+}
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """429/5xx/timeouts/connection trouble are worth another try; 4xx and validation are not."""
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    if type(exc).__name__ in RETRYABLE_NAMES:
+        return True
+    status = getattr(exc, "status_code", None) or getattr(
+        getattr(exc, "response", None), "status_code", None
+    )
+    return isinstance(status, int) and (status == 429 or status >= 500)
+
+
+def backoff_seconds(failures: int) -> float:
+    """Exponential backoff with full jitter."""
+    base = min(60.0, 2.0**failures)
+    return random.uniform(base / 2, base)
+
+
+def failure_record(run: AgentRun, exc: Exception) -> str:
+    """Count the failure: retry later, or mark the run dead/failed and escalate."""
+    try:
+        return _failure_record(run, exc)
+    except approval_services.RunStopped:
+        return "stopped: the run was cancelled or finished meanwhile"
+
+
+def _failure_record(run: AgentRun, exc: Exception) -> str:
+    run = AgentRun.objects.get(pk=run.pk)
+    error = f"{type(exc).__name__}: {exc}"
+    detail = "".join(traceback.format_exception(exc))[-4000:]
+    retryable = is_retryable(exc) and not isinstance(exc, BudgetExceeded)
+    log.warning("run %s failed (%s): %s", run.pk, "retryable" if retryable else "final", error)
+    if retryable and run.failure_count + 1 < settings.RUN_MAX_FAILURES:
+        delay = backoff_seconds(run.failure_count + 1)
+        approval_services.run_record_failure(run=run, error=error, retry_in=delay)
+        _enqueue_later(run.pk, delay)
+        return f"retrying in {delay:.1f}s: {error}"
+    dead = retryable or not isinstance(exc, BudgetExceeded)
+    with transaction.atomic():
+        approval_services.run_mark_failed(run=run, error=f"{error}\n\n{detail}", dead=dead)
+        event_record(
+            action="run.escalated",
+            actor=f"agent:{run.pk}",
+            run_id=run.pk,
+            data={
+                "error": error,
+                "failures": run.failure_count + 1,
+                "retryable": retryable,
+                "agent": run.agent,
+                "input": run.input,
+                "traceback": detail,
+            },
+        )
+    return f"{'dead' if dead else 'failed'}: {error}"
+
+
+def _enqueue_later(run_id: Any, delay: float) -> None:
+    from django_q.models import Schedule
+    from django_q.tasks import schedule
+
+    transaction.on_commit(
+        lambda: schedule(
+            approval_services.RUN_ADVANCE_TASK,
+            str(run_id),
+            schedule_type=Schedule.ONCE,
+            repeats=1,
+            next_run=timezone.now() + dt.timedelta(seconds=delay),
+            name=f"retry-{run_id}-{uuid.uuid4().hex[:6]}",
+        )
+    )

@@ -1,0 +1,100 @@
+"""The run lease: a row lock plus ``lease_expires_at``, kept alive by a heartbeat (invariant 6).
+
+django-q2 delivers at least once: a second delivery of an advance while the lease is live does
+nothing, and a worker whose heartbeat found the lease taken stops before changing anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals import services as approval_services
+from approvals.models import AgentRun
+
+log = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over (our heartbeat stopped in time)."""
+
+
+def lease_owner_new() -> str:
+    """A name for this attempt: host, process and a random part (two attempts never share it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
+    """Take the run's lease unless another live worker holds it; None when we may not run."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return None
+        held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
+        if held and run.lease_owner != owner:
+            return None
+        run.lease_owner = owner
+        run.lease_expires_at = now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
+        # Whatever asked for this advance is now being handled: we read the state after this.
+        run.wake_requested = False
+        run.save(update_fields=["lease_owner", "lease_expires_at", "wake_requested", "updated_at"])
+    return run
+
+
+def lease_release(*, run_id: Any, owner: str) -> None:
+    """Give the lease back; if an advance was asked for meanwhile, queue it now."""
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().filter(pk=run_id, lease_owner=owner).first()
+        if run is None:
+            return
+        AgentRun.objects.filter(pk=run_id).update(lease_owner="", lease_expires_at=None)
+        if run.wake_requested:
+            # Its own task was skipped while we held the lease (lost wake-up otherwise).
+            approval_services.run_advance_enqueue(run_id=run_id)
+
+
+class Heartbeat:
+    """Extends the lease every RUN_HEARTBEAT_SECONDS while the run advances."""
+
+    def __init__(self, *, run_id: Any, owner: str):
+        self.run_id = run_id
+        self.owner = owner
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(settings.RUN_HEARTBEAT_SECONDS):
+                expires = timezone.now() + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
+                try:
+                    kept = AgentRun.objects.filter(pk=self.run_id, lease_owner=self.owner).update(
+                        lease_expires_at=expires
+                    )
+                except Exception:  # noqa: BLE001 - a blip: try again; the ledger fences effects
+                    log.exception("lease heartbeat failed for run %s; retrying", self.run_id)
+                    connection.close()
+                    continue
+                if not kept:  # another worker took the run over
+                    self.lost.set()
+                    return
+        finally:
+            connection.close()
