@@ -15,7 +15,7 @@ from agents.runtime import advance, lease
 from agents.services import run_cancel, run_start
 from approvals import services as approval_services
 from approvals.models import AgentRun
-from tests.runtime.conftest import CALLS
+from tests.agents.runtime.conftest import CALLS
 
 pytestmark = pytest.mark.django_db
 
