@@ -42,6 +42,9 @@ from agents.runtime.llm import message_text
 from agents.tools import ToolSpec, tool_find, tool_get
 from approvals import policy
 
+# What a tool call answers, and the next handler in LangChain's middleware chain.
+CallResult = ToolMessage | Command[Any]
+Handler = Callable[[ToolCallRequest], CallResult]
 # tool name -> True (always gate) or a predicate on the call's validated args.
 GateRule = bool | Callable[[dict[str, Any]], bool]
 DECISIONS_KEY = "gate_decisions"
@@ -88,8 +91,8 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
+        handler: Handler,
+    ) -> CallResult:
         try:
             return self._governed_call(request, handler)
         finally:
@@ -111,10 +114,10 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
     def _run_approved(
         self,
         request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+        handler: Handler,
         spec: ToolSpec,
         decision: dict[str, Any],
-    ) -> ToolMessage | Command[Any]:
+    ) -> CallResult:
         """Default: the tool itself runs with the approved args and sees the decision."""
         call = request.tool_call
         state = request.state if isinstance(request.state, dict) else {}
@@ -125,8 +128,8 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
     def _governed_call(
         self,
         request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
+        handler: Handler,
+    ) -> CallResult:
         call = request.tool_call
         spec = self._governing_spec(request)
         if spec is None:
@@ -240,10 +243,10 @@ class ConsoleGateMiddleware(_GateMiddlewareBase):
     def _run_approved(
         self,
         request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+        handler: Handler,
         spec: ToolSpec,
         decision: dict[str, Any],
-    ) -> ToolMessage | Command[Any]:
+    ) -> CallResult:
         if not spec.has_side_effects:
             return super()._run_approved(request, handler, spec, decision)
         return self._through_ledger(request.tool_call, decision)
