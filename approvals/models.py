@@ -146,7 +146,7 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["status", "expires_at", "id"], name="approval_queue"),
             models.Index(fields=["status", "remind_at"], name="approval_remind_due"),
             models.Index(fields=["status", "escalate_at"], name="approval_escalate_due"),
-            # Metrics (console/metrics.py): requests in a window, decisions per day, queue age.
+            # Metrics (console/metrics/): requests in a window, decisions per day, queue age.
             models.Index(fields=["created_at"], name="approval_created"),
             models.Index(fields=["decided_at"], name="approval_decided"),
             models.Index(fields=["status", "created_at"], name="approval_status_created"),

@@ -1,4 +1,4 @@
-"""The manager metrics (console/metrics.py) on a generated table of 1M approvals (Postgres).
+"""The manager metrics (console/metrics/) on a generated table of 1M approvals (Postgres).
 
 Generates the rows inside Postgres (``INSERT ... SELECT generate_series``, seeded random) in a
 scratch database, then times ``metrics_report()`` for each grouping (median of several
@@ -224,7 +224,7 @@ def slowest_query_explain(function) -> tuple[float, str]:
         function()
     from django.db import transaction
 
-    from console.metrics import postgres_tune
+    from console.metrics.postgres import postgres_tune
 
     worst: tuple[float, str] = (-1.0, "")
     with transaction.atomic(), connection.cursor() as cursor:
@@ -262,7 +262,8 @@ def main() -> int:
     from django.utils import timezone
 
     from approvals.models import AgentRun, ApprovalRequest
-    from console.metrics import GROUPS, metrics_report
+    from console.metrics.definitions import GROUPS
+    from console.metrics.report import metrics_report
 
     server = connection.cursor().connection.info.server_version
     print(f"database: {urlsplit(url).path.lstrip('/')} (PostgreSQL {server // 10000})")

@@ -14,17 +14,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api import ErrorSerializer, error_response
-from console.metrics import (
+from console.metrics.definitions import (
     GROUP_DEFAULT,
     GROUPS,
     OUTCOMES,
     WINDOW_DEFAULT,
     WINDOW_MAX,
     WINDOW_MIN,
-    metrics_report,
-    report_as_dict,
     user_may_view_metrics,
 )
+from console.metrics.report import metrics_report, report_as_dict
 
 
 class TokenObtainApi(APIView):

@@ -206,7 +206,7 @@ TOOL_MAX_RETRIES = env_int("TOOL_MAX_RETRIES", 3, minimum=0)
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000")
 
-# --- Metrics (console/metrics.py) -------------------------------------------------------------
+# --- Metrics (console/metrics/) -------------------------------------------------------------
 # Fatigue: reviewers and tools approving more than this share, with a median decision under
 # this many seconds, are flagged on /metrics/.
 METRICS_FATIGUE_APPROVAL_RATE = env_float("METRICS_FATIGUE_APPROVAL_RATE", 0.98, minimum=0.0)

@@ -13,7 +13,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console import charts
-from console.metrics import (
+from console.metrics.csv_export import report_csv_rows
+from console.metrics.definitions import (
     GROUP_DEFAULT,
     GROUPS,
     OUTCOMES,
@@ -22,10 +23,9 @@ from console.metrics import (
     WINDOW_MAX,
     WINDOW_MIN,
     MetricsReport,
-    metrics_report,
-    report_csv_rows,
     user_may_view_metrics,
 )
+from console.metrics.report import metrics_report
 
 OUTCOME_LABELS = {
     "approve": "Approved",

@@ -30,9 +30,7 @@ def budget_spend(run: AgentRun, update: dict[str, Any]) -> None:
 def budget_check(run: AgentRun) -> None:
     """Raise BudgetExceeded when the stored counters passed the limits."""
     if run.steps_used > settings.RUN_MAX_STEPS:
-        raise BudgetExceeded(
-            f"step budget exhausted ({run.steps_used} > {settings.RUN_MAX_STEPS})"
-        )
+        raise BudgetExceeded(f"step budget exhausted ({run.steps_used} > {settings.RUN_MAX_STEPS})")
     if run.tokens_used > settings.RUN_MAX_TOKENS:
         raise BudgetExceeded(
             f"token budget exhausted ({run.tokens_used} > {settings.RUN_MAX_TOKENS})"

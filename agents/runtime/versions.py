@@ -51,9 +51,7 @@ def graph_of_run(run: AgentRun) -> Any:
     return graph_for(spec)
 
 
-def version_resolve(
-    run: AgentRun, current: AgentSpec
-) -> tuple[AgentSpec, Any, dict | None] | None:
+def version_resolve(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, dict | None] | None:
     """(spec, graph, state migration or None) for the thread; None when the run was flagged."""
     state_version = checkpoint_version(run) or run.graph_version
     if state_version == current.version:

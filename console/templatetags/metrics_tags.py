@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from console.metrics import user_may_view_metrics
+from console.metrics.definitions import user_may_view_metrics
 
 register = template.Library()
 

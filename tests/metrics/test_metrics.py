@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from console.metrics import MetricsRow, metrics_report
+from console.metrics.definitions import MetricsRow
+from console.metrics.report import metrics_report
 from tests.metrics.conftest import DAY, NOW
 
 pytestmark = pytest.mark.django_db

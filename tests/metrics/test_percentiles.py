@@ -8,7 +8,7 @@ import math
 import pytest
 
 from approvals.models import ApprovalRequest
-from console.metrics import metrics_report
+from console.metrics.report import metrics_report
 from tests.metrics.conftest import NOW, approval_create, run_create
 
 pytestmark = pytest.mark.django_db

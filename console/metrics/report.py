@@ -1,0 +1,202 @@
+"""The metrics report: ``metrics_report()`` and what assembles it, and its dict form (the API).
+
+Picks the Postgres GROUPING SETS pass or the portable queries, adds the queue and the fatigue
+flags, and sorts the table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from console.metrics.definitions import (
+    GROUP_DEFAULT,
+    GROUPS,
+    PERCENTILES,
+    WINDOW_DEFAULT,
+    WINDOW_MAX,
+    WINDOW_MIN,
+    FatigueFlag,
+    MetricsReport,
+    MetricsRow,
+    fatigue_thresholds,
+)
+from console.metrics.portable import (
+    metrics_decisions_per_day,
+    metrics_queue_age,
+    metrics_runs_by_status,
+    metrics_time_to_decision,
+    queue_fill,
+    rows_by_queries,
+)
+from console.metrics.postgres import on_postgres, postgres_tune, rows_by_grouping_sets
+
+
+def _rows_by_group(
+    *, groups: tuple[str | None, ...], since: dt.datetime, now: dt.datetime
+) -> dict[str | None, list[MetricsRow]]:
+    """The window's rows for each grouping, without queue figures or fatigue flags."""
+    if on_postgres():
+        found = rows_by_grouping_sets(groups=groups, since=since, now=now)
+    else:
+        found = {group: rows_by_queries(group=group, since=since, now=now) for group in groups}
+    if None in found and not found[None]:
+        found[None] = [MetricsRow(key="")]
+    return found
+
+
+def _table(rows: list[MetricsRow], *, group: str, now: dt.datetime) -> list[MetricsRow]:
+    rows = queue_fill(rows, group=group, now=now)
+    if group in ("reviewer", "tool"):
+        rate, median = fatigue_thresholds()
+        for row in rows:
+            row.fatigue = _is_fatigued(row, rate=rate, median=median)
+    rows.sort(key=lambda row: (-row.requests, -row.queue_depth, row.label))
+    return rows
+
+
+def metrics_rows(*, group: str, since: dt.datetime, now: dt.datetime) -> list[MetricsRow]:
+    """The table: one row per group, most requests first; fatigue flags for reviewer and tool."""
+    rows = _rows_by_group(groups=(group,), since=since, now=now)[group]
+    return _table(rows, group=group, now=now)
+
+
+def metrics_total(*, since: dt.datetime, now: dt.datetime) -> MetricsRow:
+    """The whole window in one row (key ""), with the queue now."""
+    rows = _rows_by_group(groups=(None,), since=since, now=now)[None]
+    [row] = queue_fill(rows, group=None, now=now)
+    return row
+
+
+def _is_fatigued(row: MetricsRow, *, rate: float, median: float) -> bool:
+    approve_rate = row.rates["approve"]
+    return (
+        approve_rate is not None
+        and row.median_seconds is not None
+        and approve_rate > rate
+        and row.median_seconds < median
+    )
+
+
+def metrics_fatigue(
+    *,
+    since: dt.datetime,
+    now: dt.datetime,
+    computed: dict[str | None, list[MetricsRow]] | None = None,
+) -> list[FatigueFlag]:
+    """Reviewers and tools that approve almost everything, fast. ``computed`` reuses rows."""
+    computed = dict(computed or {})
+    missing = tuple(d for d in ("reviewer", "tool") if d not in computed)
+    if missing:
+        computed.update(_rows_by_group(groups=missing, since=since, now=now))
+    rate, median = fatigue_thresholds()
+    flags: list[FatigueFlag] = []
+    for dimension in ("reviewer", "tool"):
+        for row in sorted(computed[dimension], key=lambda row: row.label):
+            if _is_fatigued(row, rate=rate, median=median):
+                flags.append(
+                    FatigueFlag(
+                        dimension=dimension,
+                        key=row.key,
+                        approve_rate=row.rates["approve"] or 0.0,
+                        median_seconds=row.median_seconds or 0.0,
+                        decisions=row.person_decisions,
+                    )
+                )
+    return flags
+
+
+def metrics_report(
+    *, window_days: int = WINDOW_DEFAULT, group: str = GROUP_DEFAULT, now: dt.datetime | None = None
+) -> MetricsReport:
+    """Everything the metrics page, the API and the CSV export show."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown group {group!r}; expected one of {', '.join(GROUPS)}")
+    if not WINDOW_MIN <= window_days <= WINDOW_MAX:
+        raise ValueError(f"window_days must be in {WINDOW_MIN}..{WINDOW_MAX}")
+    now = now or timezone.now()
+    if not on_postgres():
+        # No transaction: SQLite's IMMEDIATE transactions would take the write lock.
+        return _report(window_days=window_days, group=group, now=now)
+    with transaction.atomic():  # SET LOCAL applies to every query of the report
+        postgres_tune()
+        return _report(window_days=window_days, group=group, now=now)
+
+
+def _report(*, window_days: int, group: str, now: dt.datetime) -> MetricsReport:
+    since = now - dt.timedelta(days=window_days)
+    # One pass computes the chosen grouping, the two the fatigue signal needs, and the total.
+    computed = _rows_by_group(
+        groups=tuple(dict.fromkeys((group, "reviewer", "tool", None))), since=since, now=now
+    )
+    [total] = queue_fill(computed[None], group=None, now=now)
+    rate, median = fatigue_thresholds()
+    return MetricsReport(
+        window_days=window_days,
+        group=group,
+        since=since,
+        now=now,
+        fatigue_approval_rate=rate,
+        fatigue_median_seconds=median,
+        total=total,
+        fatigue=metrics_fatigue(since=since, now=now, computed=computed),
+        rows=_table(computed[group], group=group, now=now),
+        decisions_per_day=metrics_decisions_per_day(since=since, now=now),
+        time_to_decision=metrics_time_to_decision(since=since, now=now),
+        queue_age=metrics_queue_age(now=now),
+        runs_by_status=metrics_runs_by_status(since=since, now=now),
+    )
+
+
+# --- serialisation (the API's JSON) ------------------------------------------------------------
+
+
+def row_as_dict(row: MetricsRow) -> dict[str, Any]:
+    return {
+        "key": row.key,
+        "label": row.label,
+        "requests": row.requests,
+        "pending": row.pending,
+        "closed": row.closed,
+        "outcomes": dict(row.outcomes),
+        "rates": row.rates,
+        "time_to_decision_seconds": {f"p{p}": row.percentiles[p] for p in PERCENTILES},
+        "escalated": row.escalated,
+        "reminded": row.reminded,
+        "queue_depth": row.queue_depth,
+        "oldest_pending_at": row.oldest_pending_at,
+        "oldest_pending_age_seconds": row.oldest_pending_age_seconds,
+        "fatigue": row.fatigue,
+    }
+
+
+def report_as_dict(report: MetricsReport) -> dict[str, Any]:
+    return {
+        "window_days": report.window_days,
+        "group": report.group,
+        "since": report.since,
+        "now": report.now,
+        "fatigue_thresholds": {
+            "approval_rate": report.fatigue_approval_rate,
+            "median_seconds": report.fatigue_median_seconds,
+        },
+        "total": row_as_dict(report.total),
+        "rows": [row_as_dict(row) for row in report.rows],
+        "fatigue": [
+            {
+                "dimension": flag.dimension,
+                "key": flag.key,
+                "approve_rate": flag.approve_rate,
+                "median_seconds": flag.median_seconds,
+                "decisions": flag.decisions,
+            }
+            for flag in report.fatigue
+        ],
+        "decisions_per_day": [{"date": day.date, **day.counts} for day in report.decisions_per_day],
+        "time_to_decision": [{"label": b.label, "count": b.count} for b in report.time_to_decision],
+        "queue_age": [{"label": b.label, "count": b.count} for b in report.queue_age],
+        "runs_by_status": dict(report.runs_by_status),
+    }
