@@ -15,7 +15,6 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,8 +23,11 @@ from agents import services
 from agents.models import Effect
 from agents.runtime.registry import AgentSpec, agent_list
 from approvals import selectors
-from approvals.api import ApprovalSerializer, ErrorSerializer, error_response, paginated
 from approvals.models import AgentRun
+from approvals.permissions import user_may_cancel
+from approvals.serializers import ApprovalSerializer
+from core.pagination import ApiCursorPagination
+from core.rest import ErrorSerializer, error_response, paginated
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 200
@@ -34,25 +36,22 @@ IDEMPOTENCY_KEY_MAX = 200
 RUN_ID = OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
 
 
-def run_or_404(run_id: str) -> AgentRun:
+NOT_FOUND = "No run with this id."
+
+
+def run_or_404(run_id: str, *, fetched_by: Any) -> AgentRun:
+    """The run ``fetched_by`` may see; 404 for a malformed, unknown or hidden id."""
     try:
-        pk = uuid.UUID(run_id)
-    except ValueError:
-        raise NotFound("No run with this id.") from None
-    try:
-        return selectors.run_get(run_id=pk)
+        return selectors.run_get(pk=_run_pk(run_id), fetched_by=fetched_by)
     except AgentRun.DoesNotExist:
-        raise NotFound("No run with this id.") from None
+        raise NotFound(NOT_FOUND) from None
 
 
-def user_may_cancel(*, user: Any, run: AgentRun) -> bool:
-    """The requester, staff and superusers, and those who may decide approvals."""
-    return (
-        run.requested_by_id == user.pk
-        or user.is_staff
-        or user.is_superuser
-        or user.has_perm("approvals.decide")
-    )
+def _run_pk(run_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(run_id)
+    except ValueError:
+        raise NotFound(NOT_FOUND) from None
 
 
 class RunSerializer(serializers.Serializer):
@@ -102,13 +101,6 @@ class RunDetailSerializer(RunSerializer):
         return EffectSerializer(run.effects.order_by("created_at", "id"), many=True).data
 
 
-class RunPagination(CursorPagination):
-    ordering = ("-created_at", "-id")
-    page_size = 25
-    page_size_query_param = "page_size"
-    max_page_size = 100
-
-
 class RunListApi(APIView):
     class FilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=AgentRun.Status.choices, required=False)
@@ -127,8 +119,8 @@ class RunListApi(APIView):
     def get(self, request: Request) -> Response:
         filters = RunListApi.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        runs = selectors.run_list(**filters.validated_data)
-        paginator = RunPagination()
+        runs = selectors.run_list(fetched_by=request.user, **filters.validated_data)
+        paginator = ApiCursorPagination(ordering=("-created_at", "-id"))
         page = paginator.paginate_queryset(runs, request, view=self)
         return paginator.get_paginated_response(RunSerializer(page, many=True).data)
 
@@ -180,15 +172,11 @@ class RunStartApi(APIView):
                     errors={IDEMPOTENCY_HEADER: f"1 to {IDEMPOTENCY_KEY_MAX} characters"},
                 )
         start = {"agent": data["agent"], "input": data["input"], "user": request.user}
-        try:
-            if key is None:
-                run, created = services.run_start(**start, request=request), True
-            else:
-                run, created = services.run_start_idempotent(key=key, **start, request=request)
-        except services.RunStartError as exc:
-            return error_response(
-                status_code=exc.status_code, detail=exc.message, errors=exc.errors
-            )
+        # A refusal (services.RunStartError) becomes its error body in console.http.
+        if key is None:
+            run, created = services.run_start(**start, request=request), True
+        else:
+            run, created = services.run_start_idempotent(key=key, **start, request=request)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(RunDetailSerializer(run).data, status=code)
 
@@ -204,7 +192,7 @@ class RunDetailApi(APIView):
         responses={200: RunDetailSerializer, 404: ErrorSerializer},
     )
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(RunDetailSerializer(run_or_404(run_id)).data)
+        return Response(RunDetailSerializer(run_or_404(run_id, fetched_by=request.user)).data)
 
 
 class RunCancelApi(APIView):
@@ -220,7 +208,12 @@ class RunCancelApi(APIView):
         },
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_or_404(run_id)
+        # Not filtered by visibility: someone who may not cancel it gets 403, as tests/api pin
+        # (the page answers 404).
+        try:
+            run = selectors.run_get_to_cancel(pk=_run_pk(run_id))
+        except AgentRun.DoesNotExist:
+            raise NotFound(NOT_FOUND) from None
         if not user_may_cancel(user=request.user, run=run):
             return error_response(
                 status_code=403,

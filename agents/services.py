@@ -19,18 +19,14 @@ from approvals import services as approval_services
 from approvals.models import AgentRun
 from audit.canonical import json_has_nul, payload_hash
 from audit.services import event_record
+from core.errors import ApplicationError
 
 # A first request that died before it created its run frees its key after this long.
 IN_FLIGHT_GRACE = dt.timedelta(seconds=60)
 
 
-class RunStartError(Exception):
-    status_code = 400
-
-    def __init__(self, message: str, *, errors: dict[str, str] | None = None):
-        super().__init__(message)
-        self.message = message
-        self.errors = errors or {}
+class RunStartError(ApplicationError):
+    """A run that cannot start (400 unless a subclass says otherwise)."""
 
 
 class RunInputInvalid(RunStartError):

@@ -15,7 +15,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from agents import selectors, services
-from agents.api import user_may_cancel
 from agents.forms import RunFilterForm, RunStartForm
 from agents.models import (
     SandboxDeploy,
@@ -26,10 +25,11 @@ from agents.models import (
 )
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
+from approvals.permissions import user_may_cancel
 from approvals.selectors import run_approvals, run_get, run_list
-from approvals.views import keyset_page, user_may_view_all, user_may_view_run
 from audit.models import AuditEvent
 from audit.selectors import event_filter
+from core.pagination import keyset_page
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,9 @@ SANDBOX_SYSTEMS: tuple[tuple[str, type], ...] = (
 
 def _visible_run(request: HttpRequest, pk: Any) -> AgentRun:
     try:
-        run = run_get(run_id=pk)
+        return run_get(pk=pk, fetched_by=request.user)
     except AgentRun.DoesNotExist:
         raise Http404("No such run.") from None
-    if not user_may_view_run(user=request.user, run=run):
-        raise Http404("No such run.")
-    return run
 
 
 def _time_travel_allowed(request: HttpRequest) -> bool:
@@ -71,9 +68,7 @@ def _sandbox_rows(run: AgentRun) -> list[dict[str, Any]]:
 @vary_on_headers("HX-Request")
 def run_list_view(request: HttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET or None)
-    runs = run_list(**form.filters())
-    if not user_may_view_all(request.user):
-        runs = runs.filter(requested_by=request.user)
+    runs = run_list(fetched_by=request.user, **form.filters())
     page = keyset_page(
         runs, cursor=request.GET.get("cursor"), fields=("created_at", "id"), descending=True
     )

@@ -14,7 +14,7 @@ from approvals.models import (
     ToolPolicyRule,
 )
 from approvals.notifications import notification_retry
-from approvals.policy_services import policy_change_record, policy_object_delete
+from approvals.services import policy_change_record, policy_object_delete
 
 
 class ApprovalInline(admin.TabularInline):

@@ -11,11 +11,9 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_field,
     extend_schema_serializer,
-    inline_serializer,
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,16 +21,12 @@ from rest_framework.views import APIView
 from approvals import selectors, services
 from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
+from approvals.serializers import ApprovalSerializer
+from core.pagination import ApiCursorPagination
+from core.rest import ErrorSerializer, paginated
 
 # Primary keys are bigints; anything outside is simply not found (never a database error).
 _MAX_PK = 2**63 - 1
-
-
-class ErrorSerializer(serializers.Serializer):
-    """The one error body of the API (400, 403, 404, 409, 422)."""
-
-    detail = serializers.CharField()
-    errors = serializers.DictField(child=serializers.CharField())
 
 
 @extend_schema_serializer(component_name="DecisionConflict")
@@ -47,68 +41,26 @@ class ConflictSerializer(ErrorSerializer):
     decided_at = serializers.DateTimeField(allow_null=True)
 
 
-def error_response(
-    *, status_code: int, detail: str, errors: dict[str, str] | None = None, **extra: Any
-) -> Response:
-    return Response({"detail": detail, "errors": errors or {}, **extra}, status=status_code)
-
-
-def paginated(serializer: type[serializers.Serializer], *, name: str) -> serializers.Serializer:
-    """Schema of a cursor-paginated list of ``serializer``."""
-    return inline_serializer(
-        name=name,
-        fields={
-            "next": serializers.URLField(allow_null=True),
-            "previous": serializers.URLField(allow_null=True),
-            "results": serializer(many=True),
-        },
-    )
-
-
 APPROVAL_ID = OpenApiParameter("approval_id", int, OpenApiParameter.PATH)
+NOT_FOUND = "No approval with this id."
 
 
-def approval_or_404(approval_id: str) -> ApprovalRequest:
+def approval_or_404(approval_id: str, *, fetched_by: Any) -> ApprovalRequest:
+    """The approval ``fetched_by`` may see; 404 for a malformed, unknown or hidden id."""
+    try:
+        return selectors.approval_get(pk=_approval_pk(approval_id), fetched_by=fetched_by)
+    except ApprovalRequest.DoesNotExist:
+        raise NotFound(NOT_FOUND) from None
+
+
+def _approval_pk(approval_id: str) -> int:
     try:
         pk = int(approval_id)
     except ValueError:
-        raise NotFound("No approval with this id.") from None
+        raise NotFound(NOT_FOUND) from None
     if not 0 < pk <= _MAX_PK:
-        raise NotFound("No approval with this id.")
-    try:
-        return selectors.approval_get(approval_id=pk)
-    except ApprovalRequest.DoesNotExist:
-        raise NotFound("No approval with this id.") from None
-
-
-class ApprovalSerializer(serializers.Serializer):
-    """An approval as the reviewer sees it; ``payload_hash`` is what a decision must echo."""
-
-    id = serializers.IntegerField()
-    run = serializers.UUIDField(source="run_id")
-    agent = serializers.CharField(source="run.agent")
-    requested_by = serializers.CharField(source="run.requested_by.get_username")
-    interrupt_id = serializers.CharField()
-    action_index = serializers.IntegerField()
-    tool = serializers.CharField()
-    args = serializers.JSONField()
-    payload = serializers.JSONField()
-    payload_hash = serializers.CharField()
-    tier = serializers.CharField()
-    allowed_decisions = serializers.ListField(child=serializers.CharField())
-    status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
-    decided_by = serializers.CharField(source="decided_by_label", allow_blank=True)
-    decided_at = serializers.DateTimeField(allow_null=True)
-    decision = serializers.JSONField()
-    expires_at = serializers.DateTimeField()
-    created_at = serializers.DateTimeField()
-
-
-class ApprovalPagination(CursorPagination):
-    ordering = ("expires_at", "id")
-    page_size = 25
-    page_size_query_param = "page_size"
-    max_page_size = 100
+        raise NotFound(NOT_FOUND)
+    return pk
 
 
 class ApprovalListApi(APIView):
@@ -149,15 +101,16 @@ class ApprovalListApi(APIView):
         common = {key: params.get(key) for key in ("tier", "agent", "tool", "q")}
         if params.get("status") == ApprovalRequest.Status.PENDING:
             approvals = selectors.approval_list_pending(
-                user=request.user, mine=params["mine"], **common
+                user=request.user, mine=params["mine"], run_id=params.get("run"), **common
             )
-            if params.get("run"):
-                approvals = approvals.filter(run_id=params["run"])
         else:
             approvals = selectors.approval_list(
-                status=params.get("status"), run_id=params.get("run"), **common
+                fetched_by=request.user,
+                status=params.get("status"),
+                run_id=params.get("run"),
+                **common,
             )
-        paginator = ApprovalPagination()
+        paginator = ApiCursorPagination(ordering=("expires_at", "id"))
         page = paginator.paginate_queryset(approvals, request, view=self)
         return paginator.get_paginated_response(ApprovalSerializer(page, many=True).data)
 
@@ -179,7 +132,7 @@ class ApprovalDetailApi(APIView):
         responses={200: OutputSerializer, 404: ErrorSerializer},
     )
     def get(self, request: Request, approval_id: str) -> Response:
-        approval = approval_or_404(approval_id)
+        approval = approval_or_404(approval_id, fetched_by=request.user)
         data = self.OutputSerializer(approval, context={"request": request}).data
         return Response(data)
 
@@ -221,37 +174,24 @@ class ApprovalDecideApi(APIView):
         },
     )
     def post(self, request: Request, approval_id: str) -> Response:
-        approval = approval_or_404(approval_id)
+        # Not filtered by visibility: someone who may not decide it gets the decision
+        # service's 403 and its reason, as tests/api pin (the page answers 404).
+        try:
+            approval = selectors.approval_get_to_decide(pk=_approval_pk(approval_id))
+        except ApprovalRequest.DoesNotExist:
+            raise NotFound(NOT_FOUND) from None
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            approval = services.approval_decide(
-                approval=approval,
-                user=request.user,
-                decision=data["decision"],
-                seen_hash=data["payload_hash"],
-                args=data.get("args"),
-                message=data["message"],
-                note=data["note"],
-                request=request,
-            )
-        except services.DecisionConflict as exc:
-            current = exc.approval
-            errors = {}
-            if exc.reason == "hash_mismatch":
-                errors["payload_hash"] = "does not match the approval's current payload"
-            return error_response(
-                status_code=exc.status_code,
-                detail=exc.message,
-                errors=errors,
-                reason=exc.reason,
-                status=current.status,
-                decided_by=current.decided_by_label or None,
-                decided_at=current.decided_at,
-            )
-        except services.DecisionError as exc:
-            return error_response(
-                status_code=exc.status_code, detail=exc.message, errors=exc.errors
-            )
+        # A refusal (services.DecisionError) becomes its error body in console.http.
+        approval = services.approval_decide(
+            approval=approval,
+            user=request.user,
+            decision=data["decision"],
+            seen_hash=data["payload_hash"],
+            args=data.get("args"),
+            message=data["message"],
+            note=data["note"],
+            request=request,
+        )
         return Response(ApprovalSerializer(approval).data, status=status.HTTP_200_OK)

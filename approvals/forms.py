@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from approvals.contract import schema_ref_resolve
 from approvals.policy import DEFAULT_TIERS
 
 SCOPE_MINE = "mine"
@@ -57,14 +58,12 @@ class MessageForm(forms.Form):
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """(concrete schema, nullable) for one property: follows local $refs and Optional[...]."""
     nullable = False
-    for _ in range(10):  # refs may chain; a cycle must not hang the page
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/"):
-            target: Any = schema
-            for part in ref[2:].split("/"):
-                target = target.get(part, {}) if isinstance(target, dict) else {}
-            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-            continue
+    for _ in range(10):  # refs and unions may nest; a cycle must not hang the page
+        resolved = schema_ref_resolve(schema, node)
+        # A $ref that points nowhere describes nothing: keep only the keywords beside it.
+        node = (
+            {k: v for k, v in resolved.items() if k != "$ref"} if isinstance(resolved, dict) else {}
+        )
         options = node.get("anyOf") or node.get("oneOf")
         if isinstance(options, list) and options:
             concrete = [o for o in options if isinstance(o, dict) and o.get("type") != "null"]

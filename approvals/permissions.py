@@ -1,5 +1,9 @@
-"""Who may decide an approval (invariant 7: enforced on the server).
+"""Who may see runs and approvals, cancel a run, and decide an approval (invariant 7: enforced
+on the server).
 
+- Reviewers and auditors (superusers, ``approvals.decide``, ``approvals.view_approvalrequest``)
+  see every run and approval; everyone else sees their own runs and those runs' approvals.
+- The requester, staff, superusers and those who may decide approvals may cancel a run.
 - Members of the tier's approver groups may decide; once the approval has escalated, members of
   the tier's escalation group may too.
 - A tier with no approver groups (or no RiskTier row at all) falls back to the
@@ -12,8 +16,42 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
+
 from approvals import policy
-from approvals.models import ApprovalRequest, RiskTier
+from approvals.models import AgentRun, ApprovalRequest, RiskTier
+
+
+def user_may_view_all(user: Any) -> bool:
+    """Reviewers and auditors see every run and approval; others see their own runs."""
+    return bool(
+        user.is_superuser
+        or user.has_perm("approvals.decide")
+        or user.has_perm("approvals.view_approvalrequest")
+    )
+
+
+def user_may_view_run(*, user: Any, run: AgentRun) -> bool:
+    return run.requested_by_id == user.pk or user_may_view_all(user)
+
+
+def run_visible_filter(*, user: Any, via: str = "") -> Q:
+    """``user_may_view_run`` as a query: over runs, or over rows of a run with ``via="run__"``."""
+    if not user.is_authenticated:
+        return Q(pk__in=[])
+    if user_may_view_all(user):
+        return Q()
+    return Q(**{f"{via}requested_by_id": user.pk})
+
+
+def user_may_cancel(*, user: Any, run: AgentRun) -> bool:
+    """The requester, staff and superusers, and those who may decide approvals."""
+    return (
+        run.requested_by_id == user.pk
+        or user.is_staff
+        or user.is_superuser
+        or user.has_perm("approvals.decide")
+    )
 
 
 def user_may_decide(*, user: Any, approval: ApprovalRequest) -> tuple[bool, str]:

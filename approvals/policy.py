@@ -101,10 +101,5 @@ def tier_allowed_decisions(tier: str) -> list[str]:
     return list(ALL_DECISIONS)
 
 
-def tier_required_approvals(tier: str) -> int:
-    row = tier_get(tier)
-    return max(1, row.required_approvals) if row else 1
-
-
 def policy_version_current() -> int:
     return PolicyVersion.objects.filter(pk=1).values_list("number", flat=True).first() or 0

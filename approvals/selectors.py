@@ -1,4 +1,8 @@
-"""Reads for runs and approvals. Views and APIs use these, never ad-hoc multi-relation queries."""
+"""Reads for runs and approvals. Views and APIs use these, never ad-hoc multi-relation queries.
+
+Reads that depend on the reader take it (``fetched_by``) and apply permissions.run_visible_filter:
+what the reader may not see raises ``DoesNotExist`` or is left out of a list.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from approvals.models import AgentRun, ApprovalRequest, ApprovalVote, RiskTier
+from approvals.permissions import run_visible_filter
 
 
-def approval_list(
+def _approvals(
     *,
     status: str | None = None,
     tier: str | None = None,
@@ -39,6 +44,21 @@ def approval_list(
     return qs.order_by("expires_at", "id")
 
 
+def approval_list(
+    *,
+    fetched_by: Any,
+    status: str | None = None,
+    tier: str | None = None,
+    agent: str | None = None,
+    tool: str | None = None,
+    run_id: Any = None,
+    q: str | None = None,
+) -> QuerySet[ApprovalRequest]:
+    """The approvals ``fetched_by`` may see, soonest expiry first."""
+    qs = _approvals(status=status, tier=tier, agent=agent, tool=tool, run_id=run_id, q=q)
+    return qs.filter(run_visible_filter(user=fetched_by, via="run__"))
+
+
 def approval_list_pending(
     *,
     user: Any,
@@ -47,21 +67,26 @@ def approval_list_pending(
     tool: str | None = None,
     mine: bool = True,
     q: str | None = None,
+    run_id: Any = None,
 ) -> QuerySet[ApprovalRequest]:
-    """Pending, unexpired approvals, soonest expiry first; ``mine`` keeps those ``user`` may decide."""
-    qs = approval_list(
-        status=ApprovalRequest.Status.PENDING, tier=tier, agent=agent, tool=tool, q=q
+    """Pending, unexpired approvals, soonest expiry first.
+
+    ``mine`` keeps those ``user`` may decide (who may decide an approval may see it);
+    otherwise those ``user`` may see.
+    """
+    qs = _approvals(
+        status=ApprovalRequest.Status.PENDING, tier=tier, agent=agent, tool=tool, run_id=run_id, q=q
     )
     qs = qs.filter(expires_at__gt=timezone.now())
-    if mine:
-        decidable = approval_decidable_filter(user=user)
-        if decidable is None:
-            return qs.none()
-        current_round = ApprovalVote.objects.filter(
-            approval=OuterRef("pk"), round=OuterRef("quorum_round"), user=user
-        )
-        qs = qs.filter(decidable).exclude(run__requested_by=user).exclude(Exists(current_round))
-    return qs
+    if not mine:
+        return qs.filter(run_visible_filter(user=user, via="run__"))
+    decidable = approval_decidable_filter(user=user)
+    if decidable is None:
+        return qs.none()
+    current_round = ApprovalVote.objects.filter(
+        approval=OuterRef("pk"), round=OuterRef("quorum_round"), user=user
+    )
+    return qs.filter(decidable).exclude(run__requested_by=user).exclude(Exists(current_round))
 
 
 def approval_decidable_filter(*, user: Any) -> Q | None:
@@ -111,14 +136,22 @@ def approval_quorum(*, approval: ApprovalRequest) -> dict[str, Any]:
     }
 
 
-def approval_get(*, approval_id: int) -> ApprovalRequest:
-    return ApprovalRequest.objects.select_related("run", "run__requested_by", "decided_by").get(
-        pk=approval_id
-    )
+def approval_get(*, pk: int, fetched_by: Any) -> ApprovalRequest:
+    """The approval, if ``fetched_by`` may see its run; ``DoesNotExist`` otherwise."""
+    return _approvals().filter(run_visible_filter(user=fetched_by, via="run__")).get(pk=pk)
 
 
-def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[AgentRun]:
-    qs = AgentRun.objects.select_related("requested_by")
+def approval_get_to_decide(*, pk: int) -> ApprovalRequest:
+    """Any approval, for the decision API, which answers 403 (the decision service's reason),
+    not 404, to someone who may not see it: tests/api pin that answer."""
+    return _approvals().get(pk=pk)
+
+
+def run_list(
+    *, fetched_by: Any, status: str | None = None, agent: str | None = None
+) -> QuerySet[AgentRun]:
+    """The runs ``fetched_by`` may see, newest first."""
+    qs = AgentRun.objects.select_related("requested_by").filter(run_visible_filter(user=fetched_by))
     if status:
         qs = qs.filter(status=status)
     if agent:
@@ -126,16 +159,20 @@ def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet
     return qs.order_by("-created_at")
 
 
-def run_get(*, run_id: Any) -> AgentRun:
-    return AgentRun.objects.select_related("requested_by").get(pk=run_id)
+def run_get(*, pk: Any, fetched_by: Any) -> AgentRun:
+    """The run, if ``fetched_by`` may see it; ``DoesNotExist`` otherwise."""
+    return (
+        AgentRun.objects.select_related("requested_by")
+        .filter(run_visible_filter(user=fetched_by))
+        .get(pk=pk)
+    )
+
+
+def run_get_to_cancel(*, pk: Any) -> AgentRun:
+    """Any run, for the cancel API, which answers 403 (permissions.user_may_cancel), not 404,
+    to someone who may not see it: tests/api pin that answer."""
+    return AgentRun.objects.select_related("requested_by").get(pk=pk)
 
 
 def run_approvals(*, run: AgentRun) -> QuerySet[ApprovalRequest]:
     return run.approvals.select_related("decided_by").order_by("created_at", "id")
-
-
-def run_decided_pending_interrupts(*, run: AgentRun) -> QuerySet[ApprovalRequest]:
-    """Approvals of this run that are decided (or expired with a default decision)."""
-    return run.approvals.exclude(status=ApprovalRequest.Status.PENDING).order_by(
-        "interrupt_id", "action_index"
-    )

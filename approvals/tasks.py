@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from approvals.notifications import notification_deliver as _deliver
-from approvals.sweep import approvals_sweep as _sweep
+from approvals.services import approvals_sweep as _sweep
 
 
 def approvals_sweep() -> dict[str, int]:

@@ -2,38 +2,24 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
-from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from approvals.diff import args_diff
+from approvals import services
+from approvals.contract import is_console_payload
 from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
-from approvals.models import AgentRun, ApprovalRequest
-from approvals.permissions import user_may_decide
-from approvals.schema import args_errors
+from approvals.models import ApprovalRequest
+from approvals.permissions import user_may_decide, user_may_view_all
 from approvals.selectors import approval_get, approval_list_pending, approval_quorum
-from approvals.services import (
-    DecisionConflict,
-    DecisionForbidden,
-    DecisionInvalid,
-    approval_decide,
-)
-from audit.canonical import payload_hash
+from core.errors import ApplicationError
+from core.pagination import keyset_page
 
-PAGE_SIZE = 25
-STRUCTURED_PAYLOAD = "console.approval"
 DECIDED_VERBS = {
     ApprovalRequest.Status.APPROVED: "approved",
     ApprovalRequest.Status.EDITED: "edited and approved",
@@ -43,90 +29,11 @@ DECIDED_VERBS = {
 }
 
 
-# --- shared helpers (the run pages use them too) ------------------------------------------
-
-
-def user_may_view_all(user: Any) -> bool:
-    """Reviewers and auditors see every run and approval; others see their own runs."""
-    return bool(
-        user.is_superuser
-        or user.has_perm("approvals.decide")
-        or user.has_perm("approvals.view_approvalrequest")
-    )
-
-
-def user_may_view_run(*, user: Any, run: AgentRun) -> bool:
-    return run.requested_by_id == user.pk or user_may_view_all(user)
-
-
-@dataclass(frozen=True)
-class Page:
-    items: list[Any]
-    next_cursor: str | None
-    is_first: bool
-
-
-def cursor_encode(values: list[Any]) -> str:
-    raw = json.dumps([v.isoformat() if hasattr(v, "isoformat") else str(v) for v in values])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def cursor_decode(cursor: str, *, size: int) -> list[str] | None:
-    """The values of an opaque cursor, or None when it is not one of ours."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        values = json.loads(raw)
-    except (binascii.Error, ValueError):
-        return None
-    if (
-        not isinstance(values, list)
-        or len(values) != size
-        or not all(isinstance(v, str) for v in values)
-    ):
-        return None
-    if parse_datetime(values[0]) is None:
-        return None
-    return values
-
-
-def keyset_page(
-    qs: QuerySet,
-    *,
-    cursor: str | None,
-    fields: tuple[str, str],
-    descending: bool = False,
-    size: int = PAGE_SIZE,
-) -> Page:
-    """One page after ``cursor`` on (datetime field, id): no OFFSET and no COUNT(*)."""
-    first, second = fields
-    op = "lt" if descending else "gt"
-    values = cursor_decode(cursor, size=2) if cursor else None
-    if values:
-        when = parse_datetime(values[0])
-        try:
-            qs = qs.filter(
-                Q(**{f"{first}__{op}": when}) | Q(**{first: when, f"{second}__{op}": values[1]})
-            )
-        except (ValueError, TypeError, ValidationError):
-            values = None  # a cursor we did not write: start at the first page
-    prefix = "-" if descending else ""
-    rows = list(qs.order_by(f"{prefix}{first}", f"{prefix}{second}")[: size + 1])
-    has_more = len(rows) > size
-    rows = rows[:size]
-    next_cursor = (
-        cursor_encode([getattr(rows[-1], first), getattr(rows[-1], second)]) if has_more else None
-    )
-    return Page(items=rows, next_cursor=next_cursor, is_first=not values)
-
-
 def _visible_approval(request: HttpRequest, pk: int) -> ApprovalRequest:
     try:
-        approval = approval_get(approval_id=pk)
+        return approval_get(pk=pk, fetched_by=request.user)
     except ApprovalRequest.DoesNotExist:
         raise Http404("No such approval.") from None
-    if not user_may_view_run(user=request.user, run=approval.run):
-        raise Http404("No such approval.")
-    return approval
 
 
 # --- queue ---------------------------------------------------------------------------------
@@ -177,23 +84,6 @@ def _line_breaks_normalized(data: QueryDict) -> QueryDict:
     return normalized
 
 
-def _edit_preview(approval: ApprovalRequest, form: ArgsEditForm) -> dict[str, Any] | None:
-    """Validate the edit the way the decision service will, and diff it against the proposal."""
-    if not form.is_valid():
-        return None
-    edited = form.args()
-    payload = approval.payload if isinstance(approval.payload, dict) else {}
-    errors = args_errors(schema=payload.get("args_schema"), args=edited)
-    if errors:
-        form.add_schema_errors(errors)
-        return None
-    return {
-        "args": edited,
-        "diff": args_diff(approval.args or {}, edited),
-        "hash": payload_hash(edited),
-    }
-
-
 def _allowed(approval: ApprovalRequest, structured: bool) -> list[str]:
     allowed = list(approval.allowed_decisions or ApprovalRequest.Decision.values)
     if not structured:
@@ -210,7 +100,7 @@ def _detail_context(
     preview: dict[str, Any] | None = None,
     errors: dict[str, str] | None = None,
     error: str = "",
-    conflict: DecisionConflict | None = None,
+    conflict: services.DecisionConflict | None = None,
     active: str = "",
     seen_hash: str | None = None,
     message: str = "",
@@ -218,7 +108,7 @@ def _detail_context(
     payload = (
         approval.payload if isinstance(approval.payload, dict) else {"value": approval.payload}
     )
-    structured = payload.get("type") == STRUCTURED_PAYLOAD
+    structured = is_console_payload(payload)
     may_decide, reason = user_may_decide(user=request.user, approval=approval)
     allowed = _allowed(approval, structured)
     evidence = payload.get("evidence")
@@ -245,6 +135,51 @@ def _detail_context(
     }
 
 
+def _decision_refused(
+    request: HttpRequest,
+    approval: ApprovalRequest,
+    exc: ApplicationError,
+    *,
+    edit_form: ArgsEditForm | None,
+    **common: Any,
+) -> HttpResponse:
+    """The approval page again, saying why the decision was not recorded (the error's status).
+
+    Args errors go next to their fields of the edit form; a conflict shows the approval as it
+    is now; an edit not yet confirmed shows its diff to confirm (200: the next step).
+    """
+    if isinstance(exc, services.PreviewRequired):
+        context = _detail_context(
+            request,
+            approval,
+            edit_form=edit_form,
+            preview=exc.preview,
+            error=exc.message if exc.stale else "",
+            **common,
+        )
+        return render(request, "approvals/detail.html", context)
+    if isinstance(exc, services.DecisionConflict):
+        fresh = approval_get(pk=approval.pk, fetched_by=request.user)
+        context = _detail_context(request, fresh, conflict=exc, error=exc.message, **common)
+    elif isinstance(exc, services.DecisionInvalid):
+        errors = dict(exc.errors)
+        if edit_form is not None:
+            # ArgsInvalid: every problem belongs to the form (its own message is redundant).
+            names = errors if isinstance(exc, services.ArgsInvalid) else _args_keys(errors)
+            edit_form.add_schema_errors({key: errors.pop(key) for key in list(names)})
+        error = "" if isinstance(exc, services.ArgsInvalid) else exc.message
+        context = _detail_context(
+            request, approval, edit_form=edit_form, errors=errors, error=error, **common
+        )
+    else:
+        context = _detail_context(request, approval, error=exc.message, **common)
+    return render(request, "approvals/detail.html", context, status=exc.status_code)
+
+
+def _args_keys(errors: dict[str, str]) -> list[str]:
+    return [key for key in errors if key.startswith("args.")]
+
+
 @require_GET
 @login_required
 @vary_on_headers("HX-Request")
@@ -263,7 +198,12 @@ def approval_edit_preview(request: HttpRequest, pk: int) -> HttpResponse:
     """The edit form again, with inline errors or the diff of edited vs proposed args."""
     approval = _visible_approval(request, pk)
     form = _edit_form(approval, data=request.POST)
-    preview = _edit_preview(approval, form)
+    preview = None
+    if form.is_valid():
+        try:
+            preview = services.approval_edit_preview(approval=approval, args=form.args())
+        except services.ArgsInvalid as exc:
+            form.add_schema_errors(exc.errors)
     context = _detail_context(
         request,
         approval,
@@ -295,30 +235,18 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
 
     args = None
     form = None
+    previewed = None
     if decision == ApprovalRequest.Decision.EDIT:
         form = _edit_form(approval, data=request.POST)
-        preview = _edit_preview(approval, form)
-        if preview is None:
+        if not form.is_valid():
             context = _detail_context(request, approval, edit_form=form, **common)
             return render(request, "approvals/detail.html", context, status=400)
-        confirmed = request.POST.get("confirmed") == "1"
-        if not confirmed or request.POST.get("previewed") != preview["hash"]:
-            # Nobody confirms an edit without seeing the diff of exactly these values first.
-            context = _detail_context(
-                request,
-                approval,
-                edit_form=form,
-                preview=preview,
-                **common,
-                error="The values changed after your preview: check the differences again."
-                if confirmed
-                else "",
-            )
-            return render(request, "approvals/detail.html", context)
-        args = preview["args"]
+        args = form.args()
+        if request.POST.get("confirmed") == "1":
+            previewed = request.POST.get("previewed", "")
 
     try:
-        decided = approval_decide(
+        decided = services.approval_decide(
             approval=approval,
             user=request.user,
             decision=decision,
@@ -326,22 +254,11 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             args=args,
             message=message,
             request=request,
+            previewed_hash=previewed,
+            require_preview=True,
         )
-    except DecisionInvalid as exc:
-        if form is not None:
-            form.add_schema_errors({k: v for k, v in exc.errors.items() if k.startswith("args.")})
-        other = {k: v for k, v in exc.errors.items() if not k.startswith("args.")}
-        context = _detail_context(
-            request, approval, edit_form=form, errors=other, error=exc.message, **common
-        )
-        return render(request, "approvals/detail.html", context, status=400)
-    except DecisionForbidden as exc:
-        context = _detail_context(request, approval, error=exc.message, **common)
-        return render(request, "approvals/detail.html", context, status=403)
-    except DecisionConflict as exc:
-        fresh = approval_get(approval_id=approval.pk)
-        context = _detail_context(request, fresh, conflict=exc, error=exc.message, **common)
-        return render(request, "approvals/detail.html", context, status=409)
+    except ApplicationError as exc:
+        return _decision_refused(request, approval, exc, edit_form=form, **common)
 
     if decided.is_pending:  # a vote toward a quorum of several people
         quorum = approval_quorum(approval=decided)

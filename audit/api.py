@@ -8,7 +8,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.pagination import CursorPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,6 +19,7 @@ from audit.models import AuditEvent, AuditExport
 from audit.selectors import event_list, user_may_read, user_sees_all
 from audit.services import export_start
 from audit.verify import chain_verify_db
+from core.pagination import ApiCursorPagination
 
 FILTER_PARAMETERS = [
     OpenApiParameter(name, OpenApiTypes.STR, description=f"filter: {name}")
@@ -32,13 +32,6 @@ def _filters(request: Request):
     if not form.is_valid():
         raise ValidationError(form.errors.get_json_data())
     return form
-
-
-class AuditEventPagination(CursorPagination):
-    ordering = "-seq"
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class AuditEventListApi(APIView):
@@ -71,7 +64,7 @@ class AuditEventListApi(APIView):
             raise PermissionDenied("You may not read the audit trail.")
         form = _filters(request)
         events = event_list(user=request.user, filters=form.cleaned_data)
-        paginator = AuditEventPagination()
+        paginator = ApiCursorPagination(ordering="-seq", page_size=50, max_page_size=500)
         page = paginator.paginate_queryset(events, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 

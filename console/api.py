@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.api import ErrorSerializer, error_response
 from console.metrics.definitions import (
     GROUP_DEFAULT,
     GROUPS,
@@ -24,6 +23,7 @@ from console.metrics.definitions import (
     user_may_view_metrics,
 )
 from console.metrics.report import metrics_report, report_as_dict
+from core.rest import ErrorSerializer, error_response
 
 
 class TokenObtainApi(APIView):

@@ -7,14 +7,22 @@ from typing import Any
 from rest_framework import exceptions
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+from core.errors import ApplicationError
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]):
     """DRF's handler with one error shape: {"detail": "...", "errors": {"field": "msg"}}.
 
-    Unknown errors still become 500s, which the tests treat as bugs.
+    A service's ApplicationError answers with its own status and ``extra()`` fields. Unknown
+    errors still become 500s, which the tests treat as bugs.
     """
+    if isinstance(exc, ApplicationError):
+        return Response(
+            {"detail": exc.message, "errors": exc.errors, **exc.extra()}, status=exc.status_code
+        )
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -1,47 +1,20 @@
-"""Shared people: alice requests runs, bob approves "write", carol approves "critical",
-dave may approve nothing."""
+"""The whole suite's plugins: the people of README.md, a recorded task queue, the audit purge.
+
+People (tests/support/people.py): alice requests runs, bob approves "write", carol approves
+"critical", dave may approve nothing, erin is a manager, frank a compliance officer. Rows come
+from the factories in tests/support/factories.py.
+"""
 
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 
-# Lets the test flush empty the append-only audit table (see tests/audit_purge.py).
-pytest_plugins = ["tests.audit_purge"]
-
-
-def _user(username: str, *groups: Group, perms: tuple[str, ...] = ()) -> User:
-    user = User.objects.create_user(
-        username=username, password="demo", email=f"{username}@example.com"
-    )
-    for group in groups:
-        user.groups.add(group)
-    for codename in perms:
-        app_label, code = codename.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=code)
-        )
-    return user
-
-
-@pytest.fixture
-def alice(db) -> User:
-    return _user("alice")
-
-
-@pytest.fixture
-def bob(db) -> User:
-    return _user("bob", perms=("approvals.decide",))
-
-
-@pytest.fixture
-def carol(db) -> User:
-    return _user("carol", perms=("approvals.decide",))
-
-
-@pytest.fixture
-def dave(db) -> User:
-    return _user("dave")
+pytest_plugins = [
+    # Lets the test flush empty the append-only audit table (see tests/audit_purge.py).
+    "tests.audit_purge",
+    "tests.support.people",
+    "tests.support.queue",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)

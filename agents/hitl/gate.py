@@ -18,8 +18,7 @@ from pydantic import ValidationError
 
 from agents.tools import tool_get
 from approvals import policy
-
-PAYLOAD_TYPE = "console.approval"
+from approvals.contract import PAYLOAD_TYPE
 
 
 class DecisionError(ValueError):

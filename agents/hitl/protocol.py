@@ -24,9 +24,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.hitl.gate import PAYLOAD_TYPE
 from agents.tools import tool_find
 from approvals import policy
+from approvals.contract import PAYLOAD_TYPE, is_console_payload, schema_ref_resolve
 
 UNKNOWN_TOOL = "(agent question)"
 HITL_PROTOCOL = "langchain.hitl"
@@ -71,7 +71,7 @@ def approval_items(
     *, interrupt_id: str, value: Any, response_schema: Any = None
 ) -> list[dict[str, Any]]:
     """One approval request item per action the interrupt asks a person about."""
-    if isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE:
+    if is_console_payload(value):
         tier = str(value.get("tier") or "critical")
         return [
             {
@@ -135,7 +135,7 @@ def approval_items(
 
 def resume_value(*, value: Any, decisions: list[dict[str, Any]]) -> Any:
     """The value to resume one interrupt with, from its approvals' decisions (action order)."""
-    if isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE:
+    if is_console_payload(value):
         return decisions[0]
     if is_hitl_request(value):
         names = [action["name"] for action in value["action_requests"]]
@@ -240,27 +240,10 @@ def _hitl_item(
     }
 
 
-def _resolve(root: dict[str, Any], node: Any) -> Any:
-    """Follow local ``#/$defs/...`` references of a JSON schema."""
-    seen = 0
-    while isinstance(node, dict) and isinstance(node.get("$ref"), str) and seen < 20:
-        ref = node["$ref"]
-        if not ref.startswith("#/"):
-            return node
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        if target is None:
-            return node
-        node = target
-        seen += 1
-    return node
-
-
 def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
     members = schema.get("oneOf") or schema.get("anyOf")
     if isinstance(members, list):
-        return [b for b in (_resolve(schema, m) for m in members) if isinstance(b, dict)]
+        return [b for b in (schema_ref_resolve(schema, m) for m in members) if isinstance(b, dict)]
     return [schema]
 
 
@@ -290,8 +273,8 @@ def schema_edit_args(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     for branch in _branches(schema):
         if _branch_type(branch) != "edit":
             continue
-        action = _resolve(schema, (branch.get("properties") or {}).get("edited_action"))
-        args = _resolve(schema, (action or {}).get("properties", {}).get("args"))
+        action = schema_ref_resolve(schema, (branch.get("properties") or {}).get("edited_action"))
+        args = schema_ref_resolve(schema, (action or {}).get("properties", {}).get("args"))
         if not isinstance(args, dict):
             return None
         resolved = dict(args)

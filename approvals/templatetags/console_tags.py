@@ -45,18 +45,6 @@ def summary(approval: Any) -> str:
 
 
 @register.filter
-def get_item(mapping: Any, key: str) -> Any:
-    if isinstance(mapping, dict):
-        return mapping.get(key)
-    return None
-
-
-@register.filter
-def is_list(value: Any) -> bool:
-    return isinstance(value, list | tuple)
-
-
-@register.filter
 def is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Iterator
 from typing import Any, Literal
-from unittest import mock
 
 import factory
 import pytest
@@ -16,12 +14,11 @@ from django.utils import timezone
 from pydantic import BaseModel
 from rest_framework.test import APIClient
 
-from agents import services as agent_services
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
-from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
 from tests import audit_purge
+from tests.support.queue import tasks_named  # noqa: F401 - the tests import it from here
 
 # The decision race is transactional (each reviewer thread has its own connection), so its
 # flush must be allowed to empty the append-only audit table.
@@ -69,18 +66,9 @@ def probe_agent() -> Iterator[AgentSpec]:
 
 
 @pytest.fixture(autouse=True)
-def queued() -> Iterator[mock.MagicMock]:
-    """The task queue: run starts, decisions and cancels enqueue here (nothing runs)."""
-    recorder = mock.MagicMock(name="async_task")
-    with contextlib.ExitStack() as stack:
-        for module in (approval_services, agent_services):
-            if hasattr(module, "async_task"):
-                stack.enter_context(mock.patch.object(module, "async_task", recorder))
-        yield recorder
-
-
-def tasks_named(recorder: mock.MagicMock, name: str) -> list[tuple[Any, ...]]:
-    return [call.args for call in recorder.call_args_list if call.args and call.args[0] == name]
+def _nothing_runs(queued):
+    """Every task these tests enqueue is recorded on ``queued`` (tests.support.queue)."""
+    return queued
 
 
 @pytest.fixture

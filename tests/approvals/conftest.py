@@ -3,22 +3,23 @@ created the way the runner creates them (approval_requests_sync)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Iterator
 from typing import Any
-from unittest import mock
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from approvals import notifications
 from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
-from approvals.policy_services import policy_seed_demo
+from approvals.services import policy_seed_demo
 from tests import audit_purge
+from tests.support.queue import (  # noqa: F401 - the tests import tasks_named from here
+    NOTIFICATION_MODULES,
+    RUNNER_MODULES,
+    tasks_named,
+)
 
 REFUND_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -32,17 +33,15 @@ REFUND_SCHEMA: dict[str, Any] = {
 
 
 @pytest.fixture(autouse=True)
-def queued() -> Iterator[mock.MagicMock]:
-    """Run advances and notification deliveries are recorded here, not run."""
-    recorder = mock.MagicMock(name="async_task")
-    with contextlib.ExitStack() as stack:
-        for module in (approval_services, notifications):
-            stack.enter_context(mock.patch.object(module, "async_task", recorder))
-        yield recorder
+def _nothing_runs(queued):
+    """Every task these tests enqueue is recorded on ``queued`` (tests.support.queue)."""
+    return queued
 
 
-def tasks_named(recorder: mock.MagicMock, name: str) -> list[tuple[Any, ...]]:
-    return [call.args for call in recorder.call_args_list if call.args and call.args[0] == name]
+@pytest.fixture
+def queue_modules():
+    """Notification deliveries are recorded too."""
+    return (*RUNNER_MODULES, *NOTIFICATION_MODULES)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.core import mail
 from approvals import notifications
 from approvals.models import ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notification_deliver
-from approvals.sweep import approvals_sweep
+from approvals.services import approvals_sweep
 
 from .conftest import decide, request_approval, tasks_named
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management import call_command
 
 from approvals.models import PolicyVersion, RiskTier, ToolPolicy
-from approvals.policy_services import policy_seed_demo
+from approvals.services import policy_seed_demo
 
 from .conftest import decide, request_approval
 

@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, Notification
 from approvals.permissions import user_may_decide
-from approvals.services import DecisionConflict
-from approvals.sweep import approval_expire, approvals_sweep
+from approvals.services import DecisionConflict, approval_expire, approvals_sweep
 from audit.models import AuditEvent
 
 from .conftest import decide, request_approval, run_for, tasks_named

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
-from unittest import mock
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -16,12 +14,11 @@ from django.test import Client
 from django.utils import timezone
 from pydantic import BaseModel
 
-from agents import services as agent_services
 from agents.models import Effect
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
-from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
+from tests.support.queue import tasks_named  # noqa: F401 - the tests import it from here
 
 PROBE_AGENT = "console_probe"
 
@@ -71,14 +68,9 @@ def probe_agent() -> Iterator[AgentSpec]:
 
 
 @pytest.fixture(autouse=True)
-def queued() -> Iterator[mock.MagicMock]:
-    """The task queue: starts, decisions and cancels enqueue here and nothing runs."""
-    recorder = mock.MagicMock(name="async_task")
-    with contextlib.ExitStack() as stack:
-        for module in (approval_services, agent_services):
-            if hasattr(module, "async_task"):
-                stack.enter_context(mock.patch.object(module, "async_task", recorder))
-        yield recorder
+def _nothing_runs(queued):
+    """Every task these tests enqueue is recorded on ``queued`` (tests.support.queue)."""
+    return queued
 
 
 _counter = itertools.count(1)

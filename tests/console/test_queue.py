@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from approvals.views import PAGE_SIZE
+from core.pagination import PAGE_SIZE
 from tests.console.conftest import client_for
 
 QUEUE = reverse("approvals:queue")

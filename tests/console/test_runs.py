@@ -154,7 +154,9 @@ def test_the_run_page_shows_its_timeline_approvals_effects_and_events(
 
 
 def test_the_run_page_survives_a_history_that_cannot_be_read(as_bob, run_of_alice):
-    with mock.patch.object(agent_selectors, "run_history", side_effect=RuntimeError("checkpointer down")):
+    with mock.patch.object(
+        agent_selectors, "run_history", side_effect=RuntimeError("checkpointer down")
+    ):
         response = as_bob.get(_run_url(run_of_alice))
     assert response.status_code == 200
     assert "The step history could not be read (RuntimeError)." in response.content.decode()

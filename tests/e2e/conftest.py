@@ -1,105 +1,12 @@
-"""Browser fixtures: Debian chromium driven by Playwright against the real web server.
-
-Each person gets a browser context of their own (own cookies), logged in through the login
-form. Every console error and uncaught page error fails the test, except errors the test
-announces with ``expect_error`` (a 409 page is logged by the browser as a failed resource).
-"""
+"""Browser tests of the console: Debian chromium (tests/support/browser.py) against a real web
+server and qcluster started for each test."""
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
 import pytest
-from django.conf import settings
-from django.core.management import call_command
-from playwright.sync_api import (
-    Browser,
-    BrowserContext,
-    ConsoleMessage,
-    Page,
-    sync_playwright,
-)
 
-from tests.support.fixtures import (  # noqa: F401
-    DEMO_PASSWORD,
-    ProcessSet,
-    api_client_for,
-    processes,
-)
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
-VIEWPORT = {"width": 1280, "height": 800}
-ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
-SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
-
-
-@dataclass
-class Person:
-    """One logged-in browser: its page and what its console reported."""
-
-    username: str
-    context: BrowserContext
-    page: Page
-    errors: list[str] = field(default_factory=list)
-    expected: list[re.Pattern[str]] = field(default_factory=list)
-
-    def expect_error(self, pattern: str) -> None:
-        """Tolerate console errors matching ``pattern`` from now on (e.g. a 409 page)."""
-        self.expected.append(re.compile(pattern))
-
-    def record(self, text: str) -> None:
-        # Browsers ask for /favicon.ico on their own; the console does not serve one.
-        if "/favicon.ico" in text:
-            return
-        if not any(p.search(text) for p in self.expected):
-            self.errors.append(text)
-
-    def screenshot(self, name: str) -> Path:
-        """A full-page PNG in docs/screenshots/ (overwritten on each run)."""
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        path = SCREENSHOTS / name
-        self.page.screenshot(path=str(path), full_page=True, animations="disabled")
-        return path
-
-
-def console_text(message: ConsoleMessage) -> str:
-    url = (message.location or {}).get("url", "")
-    return f"{message.text} ({url})" if url else message.text
-
-
-@pytest.fixture(scope="session")
-def collected_static() -> None:
-    """The web server serves collected files only (whitenoise without finders)."""
-    call_command("collectstatic", interactive=False, verbosity=0)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make deps)")
-    # Playwright's sync API runs an event loop in this thread while it is started; the ORM
-    # calls of the tests themselves (fixtures, checks) are still plain synchronous code.
-    previous = os.environ.get(ASYNC_UNSAFE)
-    os.environ[ASYNC_UNSAFE] = "true"
-    playwright = sync_playwright().start()
-    try:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    finally:
-        playwright.stop()
-        if previous is None:
-            del os.environ[ASYNC_UNSAFE]
-        else:
-            os.environ[ASYNC_UNSAFE] = previous
+from tests.support.browser import ASYNC_UNSAFE, browser, collected_static, log_in  # noqa: F401
+from tests.support.fixtures import ProcessSet, api_client_for, processes  # noqa: F401
 
 
 @pytest.fixture
@@ -110,31 +17,3 @@ def web_url(processes: ProcessSet, collected_static: None) -> str:  # noqa: F811
     web = processes.web(env=env)
     processes.worker(env=env)
     return web.base_url
-
-
-@pytest.fixture
-def log_in(browser: Browser, web_url: str) -> Iterator[Callable[..., Person]]:
-    """``log_in(user)``: a new browser context, logged in through the login form."""
-    people: list[Person] = []
-
-    def make(user: Any) -> Person:
-        context = browser.new_context(base_url=web_url, viewport=VIEWPORT)
-        context.set_default_timeout(15_000)
-        page = context.new_page()
-        person = Person(username=user.get_username(), context=context, page=page)
-        page.on("console", lambda msg: msg.type == "error" and person.record(console_text(msg)))
-        page.on("pageerror", lambda exc: person.record(f"uncaught: {exc}"))
-        people.append(person)
-        page.goto("/login/")
-        page.fill("#id_username", person.username)
-        page.fill("#id_password", DEMO_PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{web_url}/")
-        assert page.locator(".account .who").inner_text() == person.username
-        return person
-
-    yield make
-    for person in people:
-        person.context.close()
-    problems = {p.username: p.errors for p in people if p.errors}
-    assert not problems, f"errors in the browser console: {problems}"

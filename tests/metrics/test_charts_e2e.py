@@ -18,12 +18,12 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect, sync_playwright
 
 from approvals.models import ApprovalRequest
-from tests.metrics.conftest import approval_create, metrics_data_build, run_create
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.factories import ApprovalFactory, RunFactory
+from tests.support.metrics import metrics_data_build
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
 SCREENSHOT = Path(settings.BASE_DIR) / "docs" / "screenshots" / "metrics.png"
 Status = ApprovalRequest.Status
 
@@ -34,7 +34,7 @@ def busy_month(*, now: dt.datetime, requester: User, reviewers: list[User]) -> N
     tools = [("refund_order", "write"), ("create_incident_ticket", "write")]
     tools.append(("rollback_deploy", "critical"))
     runs = [
-        run_create(requester=requester, agent=agent, status=status, created_at=now)
+        RunFactory(requested_by=requester, agent=agent, status=status, created_at=now)
         for agent, status in [("refund_agent", "completed"), ("incident_copilot", "dead")]
     ]
     choices = [Status.APPROVED] * 14 + [Status.EDITED] * 2 + [Status.REJECTED] * 3
@@ -44,22 +44,24 @@ def busy_month(*, now: dt.datetime, requester: User, reviewers: list[User]) -> N
         created = now - dt.timedelta(days=rng.uniform(0.2, 29.5))
         status = rng.choice(choices)
         expired = status == Status.EXPIRED
-        approval_create(
-            run=rng.choice(runs),
+        run = rng.choice(runs)
+        reviewer = None if expired else rng.choice(reviewers)
+        ApprovalFactory(
+            run=run,
             tier=tier,
             tool=tool,
             created_at=created,
             status=status,
-            decided_by=None if expired else rng.choice(reviewers),
-            label="system:timeout" if expired else "",
-            after=dt.timedelta(days=1)
+            decided_by=reviewer,
+            decided_by_label="system:timeout" if expired else reviewer.username,
+            decided_after=dt.timedelta(days=1)
             if expired
             else dt.timedelta(seconds=rng.lognormvariate(4.0, 1.6)),
             escalated=rng.random() < 0.05,
             reminded=rng.random() < 0.1,
         )
     for hours in (0.05, 0.5, 1, 3, 6, 30):
-        approval_create(
+        ApprovalFactory(
             run=runs[0],
             tier="write",
             tool="refund_order",
@@ -68,11 +70,10 @@ def busy_month(*, now: dt.datetime, requester: User, reviewers: list[User]) -> N
 
 
 @pytest.fixture
-def page(live_server, alice, bob, carol) -> Iterator[Page]:
+def page(live_server, alice, bob, carol, admin) -> Iterator[Page]:
     now = timezone.now()
     metrics_data_build(now=now, requester=alice, bob=bob, carol=carol)
     busy_month(now=now, requester=alice, reviewers=[carol])  # bob stays a rubber stamp
-    User.objects.create_superuser("admin", "admin@example.com", "demo")
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make deps)")
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")

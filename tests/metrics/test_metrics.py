@@ -9,7 +9,7 @@ import pytest
 
 from console.metrics.definitions import MetricsRow
 from console.metrics.report import metrics_report
-from tests.metrics.conftest import DAY, NOW
+from tests.support.metrics import DAY, NOW
 
 pytestmark = pytest.mark.django_db
 

@@ -7,14 +7,17 @@ import io
 
 import pytest
 import time_machine
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
-from tests.metrics.conftest import DAY, NOW, approval_create, run_create
+from tests.support.factories import ApprovalFactory, RunFactory
+from tests.support.metrics import DAY, NOW
+from tests.support.people import client_for as page_client
+from tests.support.people import person
+from tests.support.people import rest_client_for as api_client
 
 pytestmark = pytest.mark.django_db
 
@@ -23,18 +26,6 @@ pytestmark = pytest.mark.django_db
 def frozen():
     with time_machine.travel(NOW, tick=False):
         yield
-
-
-def page_client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def api_client(user: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def csv_rows(response) -> list[dict[str, str]]:
@@ -163,7 +154,7 @@ def test_people_outside_managers_get_403_and_anonymous_people_log_in_first(dave,
     assert APIClient().get("/api/metrics/").status_code in (401, 403)
     anonymous = Client().get("/metrics/")
     assert anonymous.status_code == 302 and anonymous["Location"].startswith("/login/")
-    admin = User.objects.create_superuser("root", "root@example.com", "demo")
+    admin = person("root", superuser=True)
     assert page_client(admin).get("/metrics/").status_code == 200
     assert page_client(erin).get("/metrics/").status_code == 200
 
@@ -186,22 +177,22 @@ def test_the_page_takes_the_same_number_of_queries_whatever_the_data(metrics_dat
     before = {group: queries(group) for group in ("tier", "reviewer")}
     run = metrics_data.runs["incident"]
     for index in range(30):
-        approval_create(
+        ApprovalFactory(
             run=run,
             tier=f"tier-{index % 5}",
             tool=f"tool_{index}",
             created_at=NOW - (index + 1) * DAY / 2,
             status=ApprovalRequest.Status.REJECTED,
             decided_by=carol,
-            after=DAY / 100,
+            decided_after=DAY / 100,
         )
 
     assert {group: queries(group) for group in ("tier", "reviewer")} == before
 
 
 def test_csv_cells_that_look_like_formulas_are_quoted(alice, erin, db):
-    run = run_create(requester=alice, agent="refund_agent", status="waiting", created_at=NOW)
-    approval_create(
+    run = RunFactory(requested_by=alice, agent="refund_agent", status="waiting", created_at=NOW)
+    ApprovalFactory(
         run=run,
         tier="write",
         tool="=HYPERLINK(1)",

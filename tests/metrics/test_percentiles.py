@@ -9,7 +9,8 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from console.metrics.report import metrics_report
-from tests.metrics.conftest import NOW, approval_create, run_create
+from tests.support.factories import ApprovalFactory, RunFactory
+from tests.support.metrics import NOW
 
 pytestmark = pytest.mark.django_db
 
@@ -21,18 +22,18 @@ def nearest_rank(values: list[float], percent: int) -> float:
 
 @pytest.mark.parametrize("size", [1, 2, 3, 10, 19, 20, 21, 40])
 def test_percentiles_match_the_reference_for_each_size(alice, bob, size):
-    run = run_create(requester=alice, agent="refund_agent", status="waiting", created_at=NOW)
+    run = RunFactory(requested_by=alice, agent="refund_agent", status="waiting", created_at=NOW)
     # Distinct, unordered durations with sub-second parts.
     durations = [((index * 7919) % 1000) + index / 1000 for index in range(size)]
     for seconds in durations:
-        approval_create(
+        ApprovalFactory(
             run=run,
             tier="write",
             tool="refund_order",
             created_at=NOW - dt.timedelta(days=1),
             status=ApprovalRequest.Status.APPROVED,
             decided_by=bob,
-            after=dt.timedelta(seconds=seconds),
+            decided_after=dt.timedelta(seconds=seconds),
         )
 
     total = metrics_report(now=NOW).total

@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
 from console.management.commands.serve import worker_command
+from tests.support.factories import DEMO_PASSWORD
 from tests.support.processes import (
     LOG_ROOT,
     ApiClient,
@@ -26,8 +27,6 @@ from tests.support.processes import (
     free_port,
     process_env,
 )
-
-DEMO_PASSWORD = "demo"
 
 
 class ProcessSet:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 from django.utils.module_loading import import_string
 
-from approvals.sweep import approvals_sweep
+from approvals.services import approvals_sweep
 
 # By dotted name: approvals never imports agents (DESIGN.md).
 RUNS_RECOVER = "agents.tasks.runs_recover"

@@ -3,12 +3,10 @@ retries and compensation (invariants 1, 5 and 9)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from pydantic import BaseModel
 
 from agents.effects import ledger
@@ -27,6 +25,7 @@ from agents.tools import ToolSpec, tool_register, tool_unregister
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent
+from tests.support.factories import ApprovalFactory, EffectFactory, RunFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,8 +71,8 @@ def fast_retries(monkeypatch):
 
 
 @pytest.fixture
-def run(make_run) -> AgentRun:
-    return make_run()
+def run(alice) -> AgentRun:
+    return RunFactory(agent="incident_copilot", requested_by=alice)
 
 
 def actions(run: AgentRun) -> list[str]:
@@ -119,14 +118,7 @@ def test_same_key_with_other_args_is_a_conflict(run, downstream):
 def test_claimed_but_unfinished_effect_is_completed_with_the_same_key(run):
     """The worker died after the ticket was created and before the ledger recorded it."""
     key = f"{run.thread_id}:crashed"
-    Effect.objects.create(
-        key=key,
-        run=run,
-        tool="create_incident_ticket",
-        args=TICKET,
-        args_fingerprint=payload_hash(TICKET),
-        status=Effect.Status.CLAIMED,
-    )
+    EffectFactory(key=key, run=run, tool="create_incident_ticket", args=TICKET)  # claimed
     created = sandbox.ticket_create(key=key, **TICKET)
     result = effect_execute(
         run_id=run.thread_id, key=key, tool="create_incident_ticket", args=TICKET
@@ -138,17 +130,14 @@ def test_claimed_but_unfinished_effect_is_completed_with_the_same_key(run):
 
 
 def _approval(run: AgentRun, *, args: dict, decision: dict, status: str) -> ApprovalRequest:
-    return ApprovalRequest.objects.create(
+    return ApprovalFactory(
         run=run,
         interrupt_id="i1",
         tool="create_incident_ticket",
         args=args,
-        payload={"args": args},
-        payload_hash=payload_hash({"args": args}),
         tier="write",
         status=status,
         decision=decision,
-        expires_at=timezone.now() + dt.timedelta(hours=1),
     )
 
 

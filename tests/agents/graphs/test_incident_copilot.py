@@ -16,13 +16,14 @@ from agents.models import Effect, SandboxDeploy, SandboxNotification, SandboxTic
 from agents.runtime.registry import agent_get
 from agents.sandbox import systems as sandbox
 from approvals.models import AgentRun
+from tests.support.factories import RunFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def run(make_run) -> AgentRun:
-    return make_run("incident_copilot")
+def run(alice) -> AgentRun:
+    return RunFactory(agent="incident_copilot", requested_by=alice)
 
 
 @pytest.fixture

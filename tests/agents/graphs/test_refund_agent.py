@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -23,8 +21,8 @@ from agents.models import (
 )
 from agents.runtime.registry import agent_get
 from approvals.models import AgentRun, ApprovalRequest
-from audit.canonical import payload_hash
 from audit.models import AuditEvent
+from tests.support.factories import ApprovalFactory, RunFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,8 +37,8 @@ REQUEST = {
 
 
 @pytest.fixture
-def run(make_run) -> AgentRun:
-    return make_run("refund_agent")
+def run(alice) -> AgentRun:
+    return RunFactory(agent="refund_agent", requested_by=alice)
 
 
 @pytest.fixture
@@ -205,17 +203,15 @@ def test_input_validation_names_the_field():
 
 def test_saga_steps_are_bound_to_the_approval_whose_args_they_execute(run, graph):
     (interrupt,) = start(graph, run)
-    approval = ApprovalRequest.objects.create(
+    approval = ApprovalFactory(
         run=run,
         interrupt_id=interrupt.id,
         tool="refund_order",
         args=interrupt.value["args"],
         payload=interrupt.value,
-        payload_hash=payload_hash(interrupt.value),
         tier="write",
         status=ApprovalRequest.Status.APPROVED,
         decision={"decision": "approve", "by": "bob"},
-        expires_at=timezone.now() + dt.timedelta(hours=1),
     )
     answer(graph, run, interrupt, decision="approve", approval_id=approval.pk)
     assert set(Effect.objects.values_list("approval_id", flat=True)) == {approval.pk}

@@ -14,7 +14,7 @@ from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from tests.agents.hitl.conftest import DELETED, build_fan_graph, build_question_graph
+from tests.support.agents import DELETED, build_fan_graph, build_question_graph
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ from agents.runtime.registry import agent_get
 from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import DecisionInvalid, approval_decide
-from tests.agents.hitl.conftest import DELETED, SENT
+from tests.support.agents import DELETED, SENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from tests.agents.runtime.conftest import CALLS, build_note_graph
+from tests.support.agents import CALLS, build_note_graph
 
 pytestmark = pytest.mark.django_db
 
@@ -146,10 +146,10 @@ def test_removed_pending_node_is_flagged_not_finished(note_agent, alice, bob):
     def v2_without_approve(*, checkpointer):
         from langgraph.graph import END, START, StateGraph
 
-        from tests.agents.runtime.conftest import NoteState, _propose
+        from tests.support.agents import NoteState, note_propose
 
         builder = StateGraph(NoteState)
-        builder.add_node("propose", _propose)
+        builder.add_node("propose", note_propose)
         builder.add_edge(START, "propose")
         builder.add_edge("propose", END)
         return builder.compile(checkpointer=checkpointer)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -15,20 +14,15 @@ from agents.runtime import advance, lease
 from agents.services import run_cancel, run_start
 from approvals import services as approval_services
 from approvals.models import AgentRun
-from tests.agents.runtime.conftest import CALLS
+from tests.support.agents import CALLS
+from tests.support.factories import EffectFactory
+from tests.support.queue import tasks_named
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def queued():
-    recorder = mock.MagicMock(name="async_task")
-    with mock.patch.object(approval_services, "async_task", recorder):
-        yield recorder
-
-
 def _advances(recorder) -> int:
-    return sum(1 for call in recorder.call_args_list if call.args[0] == "agents.tasks.run_advance")
+    return len(tasks_named(recorder, "agents.tasks.run_advance"))
 
 
 def test_a_decision_made_while_another_worker_holds_the_run_is_not_lost(
@@ -144,14 +138,7 @@ def test_cancel_finishes_a_claimed_effect_before_compensating_it(
     alice, make_effect_tool, note_agent
 ):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    Effect.objects.create(
-        key=f"{run.id}:half",
-        run=run,
-        tool="fenced_write",
-        args={"text": "a"},
-        args_fingerprint=ledger.payload_hash({"text": "a"}),
-        status="claimed",
-    )
+    EffectFactory(key=f"{run.id}:half", run=run, tool="fenced_write", args={"text": "a"})
     undone = compensation.run_compensate(run_id=str(run.id))
     assert [e.key for e in undone] == [f"{run.id}:half:compensate"]
     assert Effect.objects.get(key=f"{run.id}:half").status == "compensated"

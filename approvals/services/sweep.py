@@ -12,10 +12,12 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import notifications, policy
+from approvals import contract, notifications, policy
+from approvals.contract import TIMEOUT_ACTOR
 from approvals.models import ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
-from approvals.services import TIMEOUT_ACTOR, approval_close, run_advance_enqueue
+from approvals.services.decisions import approval_close
+from approvals.services.runs import run_advance_enqueue
 from audit.services import event_record
 
 # Rows handled per step and sweep; the next sweep continues with the rest.
@@ -70,16 +72,16 @@ def approval_expire(*, approval_id: int, now: dt.datetime | None = None) -> bool
             return False
         tier = policy.tier_get(locked.tier)
         default = tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT
-        value = {
-            "decision": default,
-            "args": locked.args,
-            "message": "expired",
-            "by": TIMEOUT_ACTOR,
-            "approval_id": locked.id,
-            "tier": locked.tier,
-            "policy_version": locked.policy_version,
-            "decided_at": now.isoformat(),
-        }
+        value = contract.decision_value(
+            decision=default,
+            args=locked.args,
+            message="expired",
+            by=TIMEOUT_ACTOR,
+            approval_id=locked.id,
+            tier=locked.tier,
+            policy_version=locked.policy_version,
+            decided_at=now,
+        )
         # A default of approve must pass the ledger's check, so it is stored as approved.
         approval_close(
             approval=locked,

@@ -1,0 +1,79 @@
+"""The approval contract: the shapes approvals/ shares with the agents that pause for it.
+
+approvals/ owns these and never imports agents/; agents/ imports them.
+
+- ``PAYLOAD_TYPE`` marks a payload the console understands (a tool call with its args, why,
+  blast radius and args schema); any other payload is shown raw and answered in words.
+- ``decision_value()`` is the value a decided approval stores and the run resumes with.
+- ``RUN_ADVANCE_TASK`` is the task that moves a run on; approvals/ enqueues it by name.
+- ``schema_ref_resolve()`` follows the local ``$ref`` of a JSON schema carried in a payload.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+PAYLOAD_TYPE = "console.approval"
+RUN_ADVANCE_TASK = "agents.tasks.run_advance"
+TIMEOUT_ACTOR = "system:timeout"
+CANCEL_ACTOR = "system:cancel"
+
+# A chain of $refs longer than this is treated as a cycle (a broken schema must not hang).
+_REF_DEPTH = 20
+
+
+def is_console_payload(value: Any) -> bool:
+    """Whether an interrupt's value (or a stored payload) is the console's own structured one."""
+    return isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE
+
+
+def decision_value(
+    *,
+    decision: str,
+    args: dict[str, Any],
+    message: str,
+    by: str,
+    approval_id: int,
+    tier: str,
+    policy_version: int,
+    decided_at: dt.datetime,
+) -> dict[str, Any]:
+    """The resume value of a closed approval (stored in ``ApprovalRequest.decision``).
+
+    The gate reads every key back (``agents.hitl.gate.decision_normalise``); LangChain HITL
+    decisions are built from it (``agents.hitl.protocol.hitl_decision``).
+    """
+    return {
+        "decision": decision,
+        "args": args,
+        "message": message,
+        "by": by,
+        "approval_id": approval_id,
+        "tier": tier,
+        "policy_version": policy_version,
+        "decided_at": decided_at.isoformat(),
+    }
+
+
+def schema_ref_resolve(root: Any, node: Any) -> Any:
+    """``node`` with its local ``#/...`` ``$ref`` chain followed within ``root``.
+
+    Keywords beside a ``$ref`` win over the target's (JSON Schema 2020-12 lets them stand
+    together). A reference that is not local, that points nowhere, or that cycles leaves the
+    node as it is.
+    """
+    for _ in range(_REF_DEPTH):
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return node
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if target is None:
+            return node
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        node = {**target, **siblings} if isinstance(target, dict) and siblings else target
+    return node

@@ -1,0 +1,84 @@
+"""Writes for runs, approvals and the approval policy. Each changes state and records its audit
+event in one transaction (invariant 3).
+
+- ``runs``: create, the worker's transitions, cancel, budget, flag, queueing an advance;
+- ``requests``: approval requests for pending interrupts, with their due times;
+- ``decisions``: deciding (validation, permissions, edit preview, quorum, final outcome);
+- ``sweep``: reminders, escalations and expiries that are due;
+- ``policy``: audited changes to tiers and tool policies, and the demo seed.
+
+Callers import this package (``from approvals import services as approval_services``).
+"""
+
+from __future__ import annotations
+
+from approvals.contract import RUN_ADVANCE_TASK, TIMEOUT_ACTOR
+from approvals.services.decisions import approval_close, approval_decide, approval_edit_preview
+from approvals.services.errors import (
+    ArgsInvalid,
+    DecisionConflict,
+    DecisionError,
+    DecisionForbidden,
+    DecisionInvalid,
+    PreviewRequired,
+)
+from approvals.services.policy import (
+    policy_change_record,
+    policy_object_delete,
+    policy_seed_demo,
+    policy_snapshot,
+)
+from approvals.services.requests import approval_requests_sync
+from approvals.services.runs import (
+    RunStopped,
+    run_advance_enqueue,
+    run_budget_add,
+    run_create,
+    run_flag,
+    run_mark_cancelled,
+    run_mark_completed,
+    run_mark_failed,
+    run_mark_running,
+    run_mark_waiting,
+    run_record_failure,
+)
+from approvals.services.sweep import (
+    approval_escalate,
+    approval_expire,
+    approval_remind,
+    approvals_sweep,
+)
+
+__all__ = [
+    "RUN_ADVANCE_TASK",
+    "TIMEOUT_ACTOR",
+    "ArgsInvalid",
+    "DecisionConflict",
+    "DecisionError",
+    "DecisionForbidden",
+    "DecisionInvalid",
+    "PreviewRequired",
+    "RunStopped",
+    "approval_close",
+    "approval_decide",
+    "approval_edit_preview",
+    "approval_escalate",
+    "approval_expire",
+    "approval_remind",
+    "approval_requests_sync",
+    "approvals_sweep",
+    "policy_change_record",
+    "policy_object_delete",
+    "policy_seed_demo",
+    "policy_snapshot",
+    "run_advance_enqueue",
+    "run_budget_add",
+    "run_create",
+    "run_flag",
+    "run_mark_cancelled",
+    "run_mark_completed",
+    "run_mark_failed",
+    "run_mark_running",
+    "run_mark_waiting",
+    "run_record_failure",
+]

@@ -1,0 +1,101 @@
+"""Opening approval requests for a run's pending interrupt actions, with their due times."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from approvals import policy
+from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
+from approvals.notifications import notifications_create
+from audit.canonical import payload_hash
+from audit.services import event_record
+
+
+def approval_requests_sync(
+    *, run: AgentRun, requests: list[dict[str, Any]]
+) -> list[ApprovalRequest]:
+    """One ApprovalRequest per pending interrupt action; creates only what is missing.
+
+    Each item: interrupt_id, action_index, tool, args, payload, tier, allowed_decisions,
+    expires_at (datetime). Unique (run, interrupt_id, action_index) makes a repeated advance
+    create nothing twice.
+    """
+    created: list[ApprovalRequest] = []
+    with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if locked.cancel_requested or locked.is_terminal:
+            return created  # nothing new to decide on a cancelled or finished run
+        existing = set(run.approvals.values_list("interrupt_id", "action_index"))
+        version = policy.policy_version_current()
+        for item in requests:
+            if (item["interrupt_id"], item["action_index"]) in existing:
+                continue
+            tier = policy.tier_get(item["tier"])
+            approval = ApprovalRequest(
+                run=run,
+                interrupt_id=item["interrupt_id"],
+                action_index=item["action_index"],
+                tool=item["tool"],
+                args=item["args"],
+                payload=item["payload"],
+                payload_hash=payload_hash(item["payload"]),
+                tier=item["tier"],
+                allowed_decisions=item["allowed_decisions"],
+                expires_at=item["expires_at"],
+                policy_version=version,
+                **_due_times(tier=tier, expires_at=item["expires_at"]),
+            )
+            try:
+                with transaction.atomic():
+                    approval.save(force_insert=True)
+            except IntegrityError:
+                continue  # created by a concurrent advance
+            event_record(
+                action="approval.requested",
+                actor=f"agent:{run.id}",
+                run_id=run.id,
+                approval_id=approval.id,
+                tool=approval.tool,
+                data={
+                    "interrupt_id": approval.interrupt_id,
+                    "action_index": approval.action_index,
+                    "tier": approval.tier,
+                    "policy_version": version,
+                    "payload": approval.payload,
+                    "payload_hash": approval.payload_hash,
+                    "expires_at": approval.expires_at.isoformat(),
+                },
+            )
+            recheck = item["payload"].get("recheck") if isinstance(item["payload"], dict) else None
+            if isinstance(recheck, dict):
+                # The gate found the final args in a higher tier than the decided approval.
+                event_record(
+                    action="approval.rechecked",
+                    actor=f"agent:{run.id}",
+                    run_id=run.id,
+                    approval_id=approval.id,
+                    tool=approval.tool,
+                    data={**recheck, "to_tier": approval.tier, "new_approval_id": approval.id},
+                )
+            notifications_create(approval=approval, event=Notification.Event.REQUEST, tier=tier)
+            created.append(approval)
+    return created
+
+
+def _due_times(*, tier: RiskTier | None, expires_at: dt.datetime) -> dict[str, Any]:
+    """When the sweep should remind and escalate a new approval of this tier (None: never)."""
+    now = timezone.now()
+    due: dict[str, Any] = {"remind_at": None, "escalate_at": None}
+    if tier is None:
+        return due
+    if tier.remind_before_seconds:
+        remind_at = expires_at - dt.timedelta(seconds=tier.remind_before_seconds)
+        due["remind_at"] = max(remind_at, now)
+    if tier.escalate_after_seconds and tier.escalation_group_id:
+        escalate_at = now + dt.timedelta(seconds=tier.escalate_after_seconds)
+        due["escalate_at"] = escalate_at if escalate_at < expires_at else None
+    return due

@@ -1,0 +1,207 @@
+"""Writes for runs: create, the status transitions a worker makes, cancel, budget, flag, and
+queueing an advance. Each records its audit event in the same transaction (invariant 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from approvals import contract
+from approvals.models import AgentRun, ApprovalRequest
+from audit.services import event_record
+
+
+class RunStopped(Exception):
+    """The run was cancelled or finished while a worker held it; the worker must stop."""
+
+
+def run_advance_enqueue(*, run_id: Any) -> None:
+    """Queue an advance of the run once the current transaction commits.
+
+    The wake flag is set in the same transaction: a worker holding the run's lease at that
+    moment sees it when it releases the lease and queues the run again, so a decision made
+    while the run is busy is never lost.
+    """
+    AgentRun.objects.filter(pk=run_id).update(wake_requested=True)
+    transaction.on_commit(lambda: async_task(contract.RUN_ADVANCE_TASK, str(run_id), group="runs"))
+
+
+def run_create(
+    *,
+    agent: str,
+    graph_version: str,
+    input: dict[str, Any],
+    requested_by: Any,
+    request: Any = None,
+    parent: AgentRun | None = None,
+    forked_from_checkpoint: str = "",
+    fork_data: dict[str, Any] | None = None,
+) -> AgentRun:
+    """A queued run plus its audit event ("run.created", or "run.forked" with a ``parent``);
+    the advance is queued on commit."""
+    with transaction.atomic():
+        run = AgentRun(
+            agent=agent,
+            graph_version=graph_version,
+            input=input,
+            requested_by=requested_by,
+            parent_run=parent,
+            forked_from_checkpoint=forked_from_checkpoint,
+        )
+        run.thread_id = str(run.id)
+        run.save(force_insert=True)
+        if parent is None:
+            action = "run.created"
+            data = {"agent": agent, "graph_version": graph_version, "input": input}
+        else:
+            action = "run.forked"
+            data = {
+                "parent_run": str(parent.pk),
+                "checkpoint_id": forked_from_checkpoint,
+                **(fork_data or {}),
+            }
+        event_record(action=action, actor=requested_by, run_id=run.id, data=data, request=request)
+        run_advance_enqueue(run_id=run.id)
+    return run
+
+
+def _run_transition(
+    run: AgentRun, *, status: str, action: str, data: dict[str, Any] | None = None, **fields: Any
+) -> AgentRun:
+    with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != status and (locked.cancel_requested or locked.is_terminal):
+            # A cancel (or an end) that landed while a worker ran must not be overwritten.
+            raise RunStopped(f"run {locked.pk} is {locked.status}; not moving it to {status}")
+        locked.status = status
+        for name, value in fields.items():
+            setattr(locked, name, value)
+        if status in AgentRun.TERMINAL and locked.finished_at is None:
+            locked.finished_at = timezone.now()
+        locked.save()
+        event_record(action=action, actor=f"agent:{locked.id}", run_id=locked.id, data=data or {})
+    return locked
+
+
+def run_mark_running(*, run: AgentRun, resumed: bool) -> AgentRun:
+    fields: dict[str, Any] = {}
+    if resumed:
+        fields["resume_count"] = run.resume_count + 1
+    action = "run.resumed" if resumed else "run.started"
+    return _run_transition(run, status=AgentRun.Status.RUNNING, action=action, **fields)
+
+
+def run_mark_waiting(*, run: AgentRun) -> AgentRun:
+    if run.status == AgentRun.Status.WAITING:
+        return run
+    return _run_transition(run, status=AgentRun.Status.WAITING, action="run.waiting")
+
+
+def run_mark_completed(*, run: AgentRun, output: dict[str, Any]) -> AgentRun:
+    return _run_transition(
+        run,
+        status=AgentRun.Status.COMPLETED,
+        action="run.completed",
+        data={"output": output},
+        output=output,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+
+
+def run_mark_failed(*, run: AgentRun, error: str, dead: bool) -> AgentRun:
+    status = AgentRun.Status.DEAD if dead else AgentRun.Status.FAILED
+    return _run_transition(
+        run,
+        status=status,
+        action=f"run.{status}",
+        data={"error": error},
+        error=error,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+
+
+def run_record_failure(*, run: AgentRun, error: str, retry_in: float) -> AgentRun:
+    """A retryable failure: count it and keep the run queued for another attempt."""
+    return _run_transition(
+        run,
+        status=AgentRun.Status.QUEUED,
+        action="run.retrying",
+        data={
+            "error": error,
+            "retry_in_seconds": round(retry_in, 2),
+            "failure_count": run.failure_count + 1,
+        },
+        error=error,
+        failure_count=run.failure_count + 1,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+
+
+def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
+    """Refuse to resume and say why (invariant 8); a person must look."""
+    return _run_transition(
+        run,
+        status=run.status,
+        action="run.flagged",
+        data={"reason": reason},
+        flag=reason,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+
+
+def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> AgentRun:
+    """Cancel the run and close its pending approvals as rejected by system:cancel."""
+    with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if locked.is_terminal:
+            return locked
+        locked.cancel_requested = True
+        locked.status = AgentRun.Status.CANCELLED
+        locked.finished_at = timezone.now()
+        locked.save()
+        pending = list(
+            locked.approvals.filter(status=ApprovalRequest.Status.PENDING).only(
+                "id", "args", "tier", "policy_version"
+            )
+        )
+        now = timezone.now()
+        for approval in pending:
+            value = contract.decision_value(
+                decision=ApprovalRequest.Decision.REJECT,
+                args=approval.args,
+                message="run cancelled",
+                by=contract.CANCEL_ACTOR,
+                approval_id=approval.id,
+                tier=approval.tier,
+                policy_version=approval.policy_version,
+                decided_at=now,
+            )
+            locked.approvals.filter(pk=approval.pk).update(
+                status=ApprovalRequest.Status.EXPIRED,
+                decided_at=now,
+                decided_by_label=contract.CANCEL_ACTOR,
+                decision=value,
+            )
+        event_record(
+            action="run.cancelled",
+            actor=user,
+            run_id=locked.id,
+            data={"closed_approvals": [approval.id for approval in pending]},
+            request=request,
+        )
+    return locked
+
+
+def run_budget_add(*, run: AgentRun, steps: int = 0, tokens: int = 0) -> None:
+    """Persist spent budget after each step, so a resume never resets it."""
+    AgentRun.objects.filter(pk=run.pk).update(
+        steps_used=F("steps_used") + steps, tokens_used=F("tokens_used") + tokens
+    )
