@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import SandboxDeploy
-from approvals.policy_services import policy_seed_demo
+from approvals.services import policy_seed_demo
 
 DEMO_PASSWORD = "demo"
 
