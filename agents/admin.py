@@ -19,6 +19,16 @@ class EffectAdmin(admin.ModelAdmin):
     search_fields = ("key", "tool", "run__id")
     readonly_fields = [f.name for f in Effect._meta.fields]
 
+    # The ledger is append-only (the database refuses deletes too): read it, never edit it.
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
 
 class SandboxAdmin(admin.ModelAdmin):
     readonly_fields = ("idempotency_key", "created_at")

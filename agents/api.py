@@ -208,8 +208,8 @@ class RunCancelApi(APIView):
         },
     )
     def post(self, request: Request, run_id: str) -> Response:
-        # Not filtered by visibility: someone who may not cancel it gets 403, as tests/api pin
-        # (the page answers 404).
+        # Not filtered by visibility: someone who may not cancel it gets 403, as
+        # tests/agents/test_api.py pins (the page answers 404).
         try:
             run = selectors.run_get_to_cancel(pk=_run_pk(run_id))
         except AgentRun.DoesNotExist:

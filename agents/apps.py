@@ -1,8 +1,17 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _checkpointer_setup(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """``manage.py migrate`` also creates (or upgrades) the checkpointer's tables."""
+    from agents.runtime.checkpoint import checkpointer_setup
+
+    checkpointer_setup(using=using)
 
 
 class AgentsConfig(AppConfig):
@@ -15,3 +24,4 @@ class AgentsConfig(AppConfig):
         # imported on first use (agents.runtime.registry).
         importlib.import_module("agents.sandbox.tools")
         importlib.import_module("agents.graphs")
+        post_migrate.connect(_checkpointer_setup, sender=self)

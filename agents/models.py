@@ -11,8 +11,18 @@ from django.conf import settings
 from django.db import models
 
 
+class EffectQuerySet(models.QuerySet):
+    def delete(self):
+        raise PermissionError("the effects ledger is append-only: delete is refused")
+
+
 class Effect(models.Model):
-    """One side effect, claimed by its idempotency key before it runs (invariant 1)."""
+    """One side effect, claimed by its idempotency key before it runs (invariant 1).
+
+    Append-only like the audit trail: a row is never deleted (that would re-arm the effect),
+    and its key, run, tool, args and fingerprint never change; the database refuses both
+    (migration 0004). Only the outcome (status, result, error, attempts) moves on.
+    """
 
     class Status(models.TextChoices):
         CLAIMED = "claimed"
@@ -43,12 +53,17 @@ class Effect(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = EffectQuerySet.as_manager()
+
     class Meta:
         ordering = ["created_at", "id"]
         permissions = [("time_travel", "Can view past run states and fork from them")]
 
     def __str__(self) -> str:
         return f"{self.tool} [{self.key}] {self.status}"
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("the effects ledger is append-only: delete is refused")
 
 
 class RunStartKey(models.Model):

@@ -45,6 +45,9 @@ class AgentRun(models.Model):
     # Set whenever an advance is queued; the worker holding the lease clears it when it takes
     # the run and re-queues the run on release if it was set meanwhile (no lost wake-ups).
     wake_requested = models.BooleanField(default=False)
+    # A state migration computed (once) for the thread's move to ``graph_version`` under the
+    # agent's "migrate" policy, kept until the resume that applies it (invariant 10).
+    pending_migration = models.JSONField(null=True, blank=True)
     # Set on a run forked from another run's checkpoint ("fork from here").
     parent_run = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"

@@ -143,7 +143,7 @@ def approval_get(*, pk: int, fetched_by: Any) -> ApprovalRequest:
 
 def approval_get_to_decide(*, pk: int) -> ApprovalRequest:
     """Any approval, for the decision API, which answers 403 (the decision service's reason),
-    not 404, to someone who may not see it: tests/api pin that answer."""
+    not 404, to someone who may not see it (tests/approvals/test_api.py pins that answer)."""
     return _approvals().get(pk=pk)
 
 
@@ -170,7 +170,7 @@ def run_get(*, pk: Any, fetched_by: Any) -> AgentRun:
 
 def run_get_to_cancel(*, pk: Any) -> AgentRun:
     """Any run, for the cancel API, which answers 403 (permissions.user_may_cancel), not 404,
-    to someone who may not see it: tests/api pin that answer."""
+    to someone who may not see it (tests/agents/test_api.py pins that answer)."""
     return AgentRun.objects.select_related("requested_by").get(pk=pk)
 
 

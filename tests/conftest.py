@@ -1,8 +1,10 @@
-"""The whole suite's plugins: the people of README.md, a recorded task queue, the audit purge.
+"""The whole suite's plugins: the people of README.md, probe agents, a recorded task queue,
+the audit purge.
 
 People (tests/support/people.py): alice requests runs, bob approves "write", carol approves
 "critical", dave may approve nothing, erin is a manager, frank a compliance officer. Rows come
-from the factories in tests/support/factories.py.
+from the factories in tests/support/factories.py. Probe agents (tests/support/probes.py):
+``api_probe`` and ``page_probe``, registered but never built.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ pytest_plugins = [
     # Lets the test flush empty the append-only audit table (see tests/audit_purge.py).
     "tests.audit_purge",
     "tests.support.people",
+    "tests.support.probes",
     "tests.support.queue",
 ]
 

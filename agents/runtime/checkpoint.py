@@ -11,6 +11,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +48,77 @@ def _postgres_conninfo(db: dict[str, Any]) -> str:
         "port": str(db["PORT"]) if db.get("PORT") else None,
         "user": db.get("USER") or None,
         "password": db.get("PASSWORD") or None,
+        # e.g. {"options": "-c search_path=agents"}: the checkpoint tables follow Django's.
+        "options": (db.get("OPTIONS") or {}).get("options") or None,
     }
     return make_conninfo(**{k: v for k, v in params.items() if v})
+
+
+# pg_advisory_lock key held while the checkpointer's tables are created or upgraded.
+SETUP_LOCK_KEY = 7_202_611_301
+
+
+class CheckpointerNotReady(RuntimeError):
+    """The checkpointer's tables are missing or older than this code (run ``manage.py
+    migrate``). Retryable: during a deploy, workers may start before migrate finished."""
+
+
+def checkpointer_setup(*, using: str = "default") -> None:
+    """Create or upgrade the checkpointer's tables. ``manage.py migrate`` runs this (post_migrate),
+    under an advisory lock on Postgres, so two deployments migrating at once cannot race the DDL;
+    a worker never does it at first use."""
+    db = connections[using].settings_dict
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        postgres_setup(_postgres_conninfo(db))
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = checkpoint_sqlite_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=30)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        SqliteSaver(conn).setup()
+    finally:
+        conn.close()
+
+
+def postgres_setup(conninfo: str) -> None:
+    """Run PostgresSaver's migrations on ``conninfo``, one process at a time."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(
+        conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=0
+    ) as conn:
+        # Poll with try-lock instead of blocking in pg_advisory_lock: a session blocked there
+        # holds a snapshot that the holder's CREATE INDEX CONCURRENTLY waits for (deadlock).
+        while not conn.execute(
+            "SELECT pg_try_advisory_lock(%s) AS locked", [SETUP_LOCK_KEY]
+        ).fetchone()["locked"]:
+            time.sleep(0.2)
+        try:
+            PostgresSaver(conn).setup()
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [SETUP_LOCK_KEY])
+
+
+def _postgres_ready(pool: Any) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    latest = len(PostgresSaver.MIGRATIONS) - 1
+    with pool.connection() as conn:
+        found = conn.execute("SELECT to_regclass('checkpoint_migrations') AS t").fetchone()
+        version = None
+        if found and found["t"]:
+            row = conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone()
+            version = row["v"] if row else None
+    if version is None or version < latest:
+        raise CheckpointerNotReady(
+            f"the checkpoint tables are at migration {version}, this code needs {latest}: "
+            "run `manage.py migrate`"
+        )
 
 
 def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
@@ -64,11 +134,16 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
             kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0},
             open=True,
         )
-        saver = PostgresSaver(pool)
-        saver.setup()
-        return saver, pool.close
+        try:
+            _postgres_ready(pool)  # the tables come from migrate, never from a worker's DDL
+        except BaseException:
+            pool.close()
+            raise
+        return PostgresSaver(pool), pool.close
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    # The embedded default: one local file, whose DDL (CREATE ... IF NOT EXISTS) SQLite
+    # serialises; SqliteSaver creates its tables on first use whatever we do.
     path = checkpoint_sqlite_path(db)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)

@@ -17,34 +17,65 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents.effects.errors import RetryableToolError, ToolError
 from agents.runtime.budget import BudgetExceeded
+from agents.runtime.checkpoint import CheckpointerNotReady
 from approvals import services as approval_services
 from approvals.models import AgentRun
 from audit.services import event_record
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_NAMES = {
-    "RetryableToolError",
+
+def _infrastructure_errors() -> tuple[type[BaseException], ...]:
+    """Errors of the database, the checkpointer's pool and the broker: worth another try."""
+    import sqlite3
+
+    import psycopg
+    import psycopg_pool
+    import redis.exceptions
+    from django import db
+
+    return (
+        db.OperationalError,
+        db.InterfaceError,
+        psycopg.OperationalError,
+        psycopg.InterfaceError,
+        psycopg_pool.PoolTimeout,
+        sqlite3.OperationalError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
+
+
+# Model providers' transient errors, matched anywhere in the exception's class hierarchy (their
+# SDKs are optional, so they are known by name; a subclass counts as its base).
+PROVIDER_RETRYABLE = {
     "RateLimitError",
     "APITimeoutError",
     "APIConnectionError",
     "InternalServerError",
     "ServiceUnavailableError",
-    "OperationalError",
-    "InterfaceError",
-    "PoolTimeout",
 }
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """429/5xx/timeouts/connection trouble are worth another try; 4xx and validation are not."""
-    if isinstance(exc, (TimeoutError, ConnectionError)):
+    """429/5xx/timeouts/connection trouble are worth another try; 4xx and validation are not.
+
+    By the exception hierarchy: a ``RetryableToolError`` (``ToolTimeout`` included), Python's
+    ``TimeoutError``/``ConnectionError``, infrastructure errors, a provider's transient error,
+    or any error carrying an HTTP status of 429 or 5xx.
+    """
+    if isinstance(exc, (RetryableToolError, TimeoutError, ConnectionError, CheckpointerNotReady)):
         return True
-    if type(exc).__name__ in RETRYABLE_NAMES:
+    if isinstance(exc, _infrastructure_errors()):
         return True
-    status = getattr(exc, "status_code", None) or getattr(
-        getattr(exc, "response", None), "status_code", None
+    if any(cls.__name__ in PROVIDER_RETRYABLE for cls in type(exc).__mro__):
+        return True
+    status = (
+        getattr(exc, "status_code", None)
+        or getattr(getattr(exc, "response", None), "status_code", None)
+        or (exc.status if isinstance(exc, ToolError) else None)
     )
     return isinstance(status, int) and (status == 429 or status >= 500)
 
@@ -102,7 +133,7 @@ def _enqueue_later(run_id: Any, delay: float) -> None:
             approval_services.RUN_ADVANCE_TASK,
             str(run_id),
             schedule_type=Schedule.ONCE,
-            repeats=1,
+            repeats=-1,  # django-q2 deletes a one-off schedule after its run only with -1
             next_run=timezone.now() + dt.timedelta(seconds=delay),
             name=f"retry-{run_id}-{uuid.uuid4().hex[:6]}",
         )

@@ -55,10 +55,12 @@ def version_resolve(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, 
     """(spec, graph, state migration or None) for the thread; None when the run was flagged."""
     state_version = checkpoint_version(run) or run.graph_version
     if state_version == current.version:
+        if run.pending_migration is not None:  # applied by the resume that wrote this checkpoint
+            AgentRun.objects.filter(pk=run.pk).update(pending_migration=None)
+            run.pending_migration = None
         return current, graph_for(current), None
     if current.policy == "migrate" and current.migrate is not None:
         graph = graph_for(current)
-        snapshot = graph.get_state(thread_config(run))
         # The new graph ignores triggers of nodes it lacks, so read them off the checkpoint.
         missing = missing_nodes(run, graph)
         if missing:
@@ -68,9 +70,16 @@ def version_resolve(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, 
                 f"{', '.join(missing)} do not exist in v{current.version}",
             )
             return None
+        if run.graph_version == current.version and run.pending_migration is not None:
+            # Migrated once already (a waiting run is advanced again before its resume).
+            return current, graph, run.pending_migration
+        snapshot = graph.get_state(thread_config(run))
         migration = current.migrate(dict(snapshot.values), state_version)
+        stored = jsonable(migration)  # kept as JSON (and audited) until the resume applies it
         with transaction.atomic():
-            AgentRun.objects.filter(pk=run.pk).update(graph_version=current.version)
+            AgentRun.objects.filter(pk=run.pk).update(
+                graph_version=current.version, pending_migration=stored
+            )
             event_record(
                 action="run.migrated",
                 actor=f"agent:{run.id}",
@@ -78,10 +87,11 @@ def version_resolve(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, 
                 data={
                     "from_version": state_version,
                     "to_version": current.version,
-                    "update": jsonable(migration),
+                    "update": stored,
                 },
             )
         run.graph_version = current.version
+        run.pending_migration = stored
         return current, graph, migration
     if agent_is_registered(run.agent, state_version):
         spec = agent_get(run.agent, state_version)

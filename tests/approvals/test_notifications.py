@@ -16,8 +16,8 @@ from approvals import notifications
 from approvals.models import ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notification_deliver
 from approvals.services import approvals_sweep
-
-from .conftest import decide, request_approval, tasks_named
+from tests.support.approvals import decide, request_approval
+from tests.support.queue import tasks_named
 
 DELIVER = "approvals.tasks.notification_deliver"
 T0 = dt.datetime(2030, 1, 1, 9, 0, tzinfo=dt.UTC)

@@ -8,8 +8,7 @@ from django.contrib.auth.models import User
 from approvals import policy
 from approvals.permissions import user_may_decide
 from approvals.selectors import approval_list_pending
-
-from .conftest import request_approval
+from tests.support.approvals import request_approval
 
 # (tier, requester) -> who may decide. read needs no approval (the gate passes it), so a
 # read-tier approval only exists if the policy changed after the request; its group decides.

@@ -9,8 +9,7 @@ from approvals import policy
 from approvals.models import ApprovalRequest, PolicyVersion, RiskTier, ToolPolicy
 from approvals.services import DecisionForbidden
 from audit.models import AuditEvent
-
-from .conftest import decide, request_approval
+from tests.support.approvals import decide, request_approval
 
 
 def test_refund_order_above_500_is_critical_and_otherwise_write(demo_policy):

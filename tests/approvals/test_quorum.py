@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.services import DecisionConflict, DecisionForbidden
 from audit.models import AuditEvent
-
-from .conftest import decide, request_approval, tasks_named
+from tests.support.approvals import decide, request_approval
+from tests.support.queue import tasks_named
 
 ADVANCE = "agents.tasks.run_advance"
-
-
-@pytest.fixture
-def erin(demo_policy) -> User:
-    """A second write approver, not in approvers-critical."""
-    user = User.objects.create_user("erin", email="erin@example.com")
-    user.groups.add(demo_policy["approvers-write"])
-    return user
 
 
 def test_critical_stays_pending_after_one_approval_and_is_final_after_the_second(
@@ -60,6 +51,7 @@ def test_the_same_person_twice_gets_a_409_and_counts_once(demo_policy, alice, ca
 def test_two_approvers_without_the_required_group_cannot_complete_the_quorum(
     demo_policy, alice, bob, erin
 ):
+    erin.groups.add(demo_policy["approvers-write"])  # a second write approver, not critical
     approval = request_approval(requester=alice, tier="critical")
     decide(approval, bob)
 
@@ -73,6 +65,7 @@ def test_two_approvers_without_the_required_group_cannot_complete_the_quorum(
 def test_any_two_of_n_distinct_approvers_complete_it_when_one_is_carol(
     demo_policy, alice, carol, erin
 ):
+    erin.groups.add(demo_policy["approvers-write"])  # a second write approver, not critical
     approval = request_approval(requester=alice, tier="critical")
     decide(approval, carol)
 

@@ -17,8 +17,7 @@ from agents.hitl.gate import approval_gate
 from agents.models import Effect
 from approvals.models import ApprovalRequest, ToolPolicy
 from audit.models import AuditEvent
-
-from .conftest import request_approval
+from tests.support.approvals import request_approval
 
 REFUND = {
     "order_id": "A-7",

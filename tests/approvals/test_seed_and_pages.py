@@ -6,8 +6,7 @@ from django.core.management import call_command
 
 from approvals.models import PolicyVersion, RiskTier, ToolPolicy
 from approvals.services import policy_seed_demo
-
-from .conftest import decide, request_approval
+from tests.support.approvals import decide, request_approval
 
 
 def test_seed_demo_configures_read_write_and_critical(db):

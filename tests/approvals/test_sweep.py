@@ -17,8 +17,9 @@ from approvals.models import ApprovalRequest, Notification
 from approvals.permissions import user_may_decide
 from approvals.services import DecisionConflict, approval_expire, approvals_sweep
 from audit.models import AuditEvent
-
-from .conftest import decide, request_approval, run_for, tasks_named
+from tests.support.approvals import decide, request_approval
+from tests.support.factories import RunFactory
+from tests.support.queue import tasks_named
 
 ADVANCE = "agents.tasks.run_advance"
 T0 = dt.datetime(2030, 1, 1, 9, 0, tzinfo=dt.UTC)
@@ -232,7 +233,7 @@ def test_the_sweep_query_count_is_the_same_for_10_and_10000_pending(
     demo_policy, alice, django_assert_max_num_queries
 ):
     now = timezone.now()
-    background = run_for(alice)
+    background = RunFactory(requested_by=alice)
     _pending(background, 10, now=now, tag="small")
     _due_set(alice, now=now)
     with CaptureQueriesContext(connection) as small:

@@ -52,8 +52,8 @@ def _seqs(client, **params) -> list[int]:
     return [row["seq"] for row in response.json()["results"]]
 
 
-def test_compliance_sees_every_event_newest_first(client, erin, approvals_history):
-    client.force_login(erin)
+def test_compliance_sees_every_event_newest_first(client, frank, approvals_history):
+    client.force_login(frank)
 
     assert _seqs(client) == [6, 5, 4, 3, 2, 1]
 
@@ -94,8 +94,8 @@ def test_anonymous_visitors_are_sent_to_login(client, approvals_history):
     assert client.get("/api/audit/").status_code in (401, 403)
 
 
-def test_api_filters_match_the_page_filters(client, erin, approvals_history):
-    client.force_login(erin)
+def test_api_filters_match_the_page_filters(client, frank, approvals_history):
+    client.force_login(frank)
 
     assert _seqs(client, action="approval.*", actor="carol") == [5]
     assert _seqs(client, approval=101) == [6, 3, 2]
@@ -103,17 +103,17 @@ def test_api_filters_match_the_page_filters(client, erin, approvals_history):
     assert _seqs(client, tool="refund", action="effect.succeeded") == [6]
 
 
-def test_api_rejects_bad_filters(client, erin):
-    client.force_login(erin)
+def test_api_rejects_bad_filters(client, frank):
+    client.force_login(frank)
 
     response = client.get("/api/audit/", {"date_from": "2026-02-01", "date_to": "2026-01-01"})
 
     assert response.status_code == 400
 
 
-def test_api_pages_with_a_cursor(client, erin):
+def test_api_pages_with_a_cursor(client, frank):
     events_seed(count=7)
-    client.force_login(erin)
+    client.force_login(frank)
 
     first = client.get("/api/audit/", {"page_size": 3}).json()
     second = client.get(first["next"]).json()
@@ -122,8 +122,8 @@ def test_api_pages_with_a_cursor(client, erin):
     assert [r["seq"] for r in second["results"]] == [4, 3, 2]
 
 
-def test_the_log_page_shows_filtered_events_and_export_links(client, erin, approvals_history):
-    client.force_login(erin)
+def test_the_log_page_shows_filtered_events_and_export_links(client, frank, approvals_history):
+    client.force_login(frank)
 
     response = client.get("/audit/", {"action": "approval.decided"})
 
@@ -134,8 +134,8 @@ def test_the_log_page_shows_filtered_events_and_export_links(client, erin, appro
     assert "/api/audit/export.jsonl?action=approval.decided" in html
 
 
-def test_the_log_page_answers_htmx_with_the_table_only(client, erin, approvals_history):
-    client.force_login(erin)
+def test_the_log_page_answers_htmx_with_the_table_only(client, frank, approvals_history):
+    client.force_login(frank)
 
     response = client.get("/audit/", {"tool": "refund"}, HTTP_HX_REQUEST="true")
 
@@ -144,9 +144,9 @@ def test_the_log_page_answers_htmx_with_the_table_only(client, erin, approvals_h
     assert "<html" not in html
 
 
-def test_the_log_page_pages_to_older_events(client, erin):
+def test_the_log_page_pages_to_older_events(client, frank):
     events_seed(count=60)
-    client.force_login(erin)
+    client.force_login(frank)
 
     first = client.get("/audit/").content.decode()
     older = client.get("/audit/", {"before": 11}).content.decode()
@@ -166,8 +166,8 @@ def test_reviewers_see_the_log_without_export_links(client, bob, approvals_histo
     assert "export.jsonl" not in html
 
 
-def test_the_event_page_shows_the_full_record(client, erin, approvals_history):
-    client.force_login(erin)
+def test_the_event_page_shows_the_full_record(client, frank, approvals_history):
+    client.force_login(frank)
 
     html = client.get("/audit/events/3/").content.decode()
 
@@ -184,12 +184,12 @@ def test_a_reviewer_cannot_open_an_event_of_someone_elses_approval(client, bob, 
     assert client.get("/audit/events/5/").status_code == 404
 
 
-def test_the_exports_and_verify_pages_are_for_compliance(client, erin, bob, approvals_history):
+def test_the_exports_and_verify_pages_are_for_compliance(client, frank, bob, approvals_history):
     client.force_login(bob)
     assert client.get("/audit/exports/").status_code == 403
     assert client.get("/audit/verify/").status_code == 403
 
-    client.force_login(erin)
+    client.force_login(frank)
     client.get("/api/audit/export.jsonl").getvalue()
     exports = client.get("/audit/exports/").content.decode()
     verify = client.get("/audit/verify/").content.decode()
@@ -198,11 +198,11 @@ def test_the_exports_and_verify_pages_are_for_compliance(client, erin, bob, appr
     assert "Intact" in verify
 
 
-def test_date_filters_take_whole_days(client, erin):
+def test_date_filters_take_whole_days(client, frank):
     for day in (1, 2, 3):
         with time_machine.travel(dt.datetime(2026, 3, day, 23, 59, tzinfo=dt.UTC), tick=False):
             event_record(action="policy.changed", actor="system:config", data={"day": day})
-    client.force_login(erin)
+    client.force_login(frank)
 
     assert _seqs(client, date_from="2026-03-02", date_to="2026-03-02") == [2]
     assert _seqs(client, date_from="2026-03-02") == [3, 2]

@@ -12,7 +12,7 @@ from audit.canonical import canonical_json, sha256_hex
 from audit.models import AuditEvent
 from audit.services import GENESIS_HASH, event_record, event_row, events_seed
 from audit.verify import chain_verify_db
-from tests.audit.conftest import triggers_disabled
+from tests.support.audit import triggers_disabled
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from audit.services import compliance_group_ensure, event_record
+from audit.services import event_record
 from audit.verify import export_file_verify
+from tests.support.factories import DEMO_PASSWORD
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
@@ -62,16 +63,12 @@ def _history(requester: User, reviewer: User) -> int:
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_compliance_officer_filters_the_log_and_downloads_a_verifiable_export(
-    live_server, tmp_path
+    live_server, tmp_path, frank, alice, bob
 ):
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
-    officer = User.objects.create_user(username="erin", password="demo-password-1")
-    officer.groups.add(compliance_group_ensure())
-    requester = User.objects.create_user(username="alice", password="x")
-    reviewer = User.objects.create_user(username="bob", password="x")
-    decided = _history(requester, reviewer)
+    decided = _history(alice, bob)
 
     with sync_playwright() as p:
         browser = p.chromium.launch(
@@ -81,8 +78,8 @@ def test_compliance_officer_filters_the_log_and_downloads_a_verifiable_export(
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
             page.goto(f"{live_server.url}/login/?next=/audit/")
-            page.fill("input[name=username]", "erin")
-            page.fill("input[name=password]", "demo-password-1")
+            page.fill("input[name=username]", frank.username)
+            page.fill("input[name=password]", DEMO_PASSWORD)
             page.click("button[type=submit]")
             page.wait_for_url(f"{live_server.url}/audit/")
             assert page.locator("#audit-table tbody tr").count() == 8

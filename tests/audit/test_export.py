@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from audit.models import AuditEvent, AuditExport
-from audit.services import event_record, events_seed
+from audit.services import compliance_group_ensure, event_record, events_seed
 from audit.verify import export_file_verify
 
 pytestmark = pytest.mark.django_db
@@ -46,10 +46,10 @@ def _mixed_events(bob, carol) -> None:
         )
 
 
-def test_an_unfiltered_jsonl_export_verifies_from_the_file_alone(client, erin, bob, carol):
+def test_an_unfiltered_jsonl_export_verifies_from_the_file_alone(client, frank, bob, carol):
     _mixed_events(bob, carol)
 
-    body, export = _download(client, erin, JSONL_URL)
+    body, export = _download(client, frank, JSONL_URL)
     result, info = export_file_verify(_lines(body))
 
     assert result.ok, result.reason
@@ -60,6 +60,8 @@ def test_an_unfiltered_jsonl_export_verifies_from_the_file_alone(client, erin, b
 
 
 def test_the_export_is_itself_audited_and_its_manifest_completed(client, erin, bob, carol):
+    # erin (the manager) is the exporter here, as a compliance officer: the checks name her.
+    erin.groups.add(compliance_group_ensure())
     _mixed_events(bob, carol)
 
     body, export = _download(client, erin, JSONL_URL, action="approval.decided")
@@ -79,10 +81,10 @@ def test_the_export_is_itself_audited_and_its_manifest_completed(client, erin, b
     assert completed.data["row_count"] == 6
 
 
-def test_a_filtered_export_holds_exactly_the_filtered_events(client, erin, bob, carol):
+def test_a_filtered_export_holds_exactly_the_filtered_events(client, frank, bob, carol):
     _mixed_events(bob, carol)
 
-    body, _ = _download(client, erin, JSONL_URL, actor="carol", tool="refund")
+    body, _ = _download(client, frank, JSONL_URL, actor="carol", tool="refund")
     records = [json.loads(line) for line in _lines(body)]
 
     events = [r for r in records if r["record"] == "event"]
@@ -91,9 +93,9 @@ def test_a_filtered_export_holds_exactly_the_filtered_events(client, erin, bob, 
     assert export_file_verify(_lines(body))[0].ok
 
 
-def test_a_deleted_line_is_caught_by_the_offline_verify(client, erin):
+def test_a_deleted_line_is_caught_by_the_offline_verify(client, frank):
     events_seed(count=20)
-    body, _ = _download(client, erin, JSONL_URL)
+    body, _ = _download(client, frank, JSONL_URL)
     lines = _lines(body)
 
     del lines[8]  # the event with seq 8
@@ -103,9 +105,9 @@ def test_a_deleted_line_is_caught_by_the_offline_verify(client, erin):
     assert result.broken_seq == 8
 
 
-def test_a_deleted_line_of_a_filtered_export_is_caught(client, erin, bob, carol):
+def test_a_deleted_line_of_a_filtered_export_is_caught(client, frank, bob, carol):
     _mixed_events(bob, carol)
-    body, _ = _download(client, erin, JSONL_URL, action="approval.decided")
+    body, _ = _download(client, frank, JSONL_URL, action="approval.decided")
     lines = _lines(body)
 
     del lines[3]
@@ -115,9 +117,9 @@ def test_a_deleted_line_of_a_filtered_export_is_caught(client, erin, bob, carol)
     assert "count" in result.reason
 
 
-def test_reordered_lines_are_caught_by_the_offline_verify(client, erin):
+def test_reordered_lines_are_caught_by_the_offline_verify(client, frank):
     events_seed(count=20)
-    body, _ = _download(client, erin, JSONL_URL)
+    body, _ = _download(client, frank, JSONL_URL)
     lines = _lines(body)
 
     lines[5], lines[6] = lines[6], lines[5]  # seq 5 and seq 6
@@ -127,9 +129,9 @@ def test_reordered_lines_are_caught_by_the_offline_verify(client, erin):
     assert result.broken_seq == 5
 
 
-def test_an_edited_line_is_caught_at_its_seq(client, erin):
+def test_an_edited_line_is_caught_at_its_seq(client, frank):
     events_seed(count=20)
-    body, _ = _download(client, erin, JSONL_URL)
+    body, _ = _download(client, frank, JSONL_URL)
     lines = _lines(body)
 
     record = json.loads(lines[11])
@@ -140,9 +142,9 @@ def test_an_edited_line_is_caught_at_its_seq(client, erin):
     assert (result.ok, result.broken_seq) == (False, 11)
 
 
-def test_a_truncated_file_is_caught(client, erin):
+def test_a_truncated_file_is_caught(client, frank):
     events_seed(count=5)
-    body, _ = _download(client, erin, JSONL_URL)
+    body, _ = _download(client, frank, JSONL_URL)
 
     result, _ = export_file_verify(_lines(body)[:-1])
 
@@ -150,20 +152,20 @@ def test_a_truncated_file_is_caught(client, erin):
     assert "summary" in result.reason
 
 
-def test_the_export_is_a_snapshot_at_its_head(client, erin):
+def test_the_export_is_a_snapshot_at_its_head(client, frank):
     events_seed(count=4)
 
-    body, export = _download(client, erin, JSONL_URL)
+    body, export = _download(client, frank, JSONL_URL)
 
     events = [json.loads(line) for line in _lines(body)][1:-1]
     assert [event["seq"] for event in events] == [1, 2, 3, 4]
     assert export.head_seq == 4  # the export's own events come after its head
 
 
-def test_csv_export_has_every_hashed_column_and_neutralises_formulas(client, erin):
+def test_csv_export_has_every_hashed_column_and_neutralises_formulas(client, frank):
     event_record(action="run.created", actor='=HYPERLINK("http://x")', data={"k": "v"})
 
-    body, export = _download(client, erin, CSV_URL)
+    body, export = _download(client, frank, CSV_URL)
     rows = list(csv.DictReader(io.StringIO(body.decode())))
 
     assert export.format == "csv"
@@ -174,8 +176,8 @@ def test_csv_export_has_every_hashed_column_and_neutralises_formulas(client, eri
     assert export.file_sha256 == hashlib.sha256(body).hexdigest()
 
 
-def test_invalid_filters_get_400_and_start_no_export(client, erin):
-    client.force_login(erin)
+def test_invalid_filters_get_400_and_start_no_export(client, frank):
+    client.force_login(frank)
 
     response = client.get(JSONL_URL, {"run": "not-a-uuid"})
 
@@ -190,9 +192,9 @@ def test_reviewers_may_not_export(client, bob):
     assert client.get(CSV_URL).status_code == 403
 
 
-def test_audit_verify_command_checks_a_file_and_its_manifest(client, erin, tmp_path):
+def test_audit_verify_command_checks_a_file_and_its_manifest(client, frank, tmp_path):
     events_seed(count=12)
-    body, export = _download(client, erin, JSONL_URL)
+    body, export = _download(client, frank, JSONL_URL)
     path = tmp_path / "export.jsonl"
     path.write_bytes(body)
     out = io.StringIO()
@@ -203,9 +205,9 @@ def test_audit_verify_command_checks_a_file_and_its_manifest(client, erin, tmp_p
     assert f"manifest #{export.pk} matches" in out.getvalue()
 
 
-def test_audit_verify_command_fails_on_a_tampered_file(client, erin, tmp_path):
+def test_audit_verify_command_fails_on_a_tampered_file(client, frank, tmp_path):
     events_seed(count=12)
-    body, _ = _download(client, erin, JSONL_URL)
+    body, _ = _download(client, frank, JSONL_URL)
     lines = _lines(body)
     del lines[4]
     path = tmp_path / "export.jsonl"
@@ -216,12 +218,12 @@ def test_audit_verify_command_fails_on_a_tampered_file(client, erin, tmp_path):
 
 
 def test_audit_verify_command_catches_a_file_whose_summary_was_recomputed(
-    client, erin, bob, carol, tmp_path
+    client, frank, bob, carol, tmp_path
 ):
     from audit.verify import digest_start, digest_step
 
     _mixed_events(bob, carol)
-    body, _ = _download(client, erin, JSONL_URL, action="approval.decided")
+    body, _ = _download(client, frank, JSONL_URL, action="approval.decided")
     records = [json.loads(line) for line in _lines(body)]
     del records[2]  # drop one event, then forge a consistent summary
     digest = digest_start(records[0])

@@ -18,11 +18,11 @@ PEAK_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 @pytest.mark.django_db
-def test_exporting_200k_events_keeps_peak_memory_bounded(client, erin, tmp_path):
+def test_exporting_200k_events_keeps_peak_memory_bounded(client, frank, tmp_path):
     started = time.monotonic()
     events_seed(count=EVENTS)
     seeded = time.monotonic()
-    client.force_login(erin)
+    client.force_login(frank)
     # Warm up first: the first request imports every view module, which is not export memory.
     assert client.get("/api/audit/", {"page_size": 1}).status_code == 200
     path = tmp_path / "export.jsonl"

@@ -9,11 +9,11 @@ from django.contrib.auth.models import Group, User
 from audit.models import AuditEvent
 from audit.services import event_record
 from audit.verify import chain_verify_db
+from tests.support.people import person
 
 
 def _write_committed_events(username: str) -> None:
-    user = User.objects.create_user(username=username, password="demo")
-    event_record(action="run.created", actor=user)
+    event_record(action="run.created", actor=person(username))
     event_record(action="run.completed", actor="agent:flush")
 
 

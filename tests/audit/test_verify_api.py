@@ -10,14 +10,14 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from audit.services import events_seed
-from tests.audit.conftest import triggers_disabled
+from tests.support.audit import triggers_disabled
 
 pytestmark = pytest.mark.django_db
 
 
-def test_verify_api_reports_an_intact_chain(client, erin):
+def test_verify_api_reports_an_intact_chain(client, frank):
     events_seed(count=8)
-    client.force_login(erin)
+    client.force_login(frank)
 
     body = client.get("/api/audit/verify/").json()
 

@@ -8,7 +8,11 @@ never run a task opts in from its conftest.py::
     def _nothing_runs(queued):  # every task these tests enqueue is recorded on it
         return queued
 
-and patches notification deliveries as well by overriding ``queue_modules``::
+or, in a directory whose other tests do run their tasks, from the module itself::
+
+    pytestmark = pytest.mark.usefixtures("queued")  # every task enqueued is recorded, none runs
+
+A directory patches notification deliveries as well by overriding ``queue_modules``::
 
     @pytest.fixture
     def queue_modules():

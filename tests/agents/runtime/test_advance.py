@@ -248,3 +248,33 @@ def test_fork_from_the_paused_step_starts_a_new_branch(note_agent, alice, bob):
     assert advance.run_advance(run_id=child.id) == "waiting"
     assert child.approvals.count() == 1
     assert AuditEvent.objects.filter(action="run.forked", run_id=child.id).exists()
+
+
+def test_a_waiting_run_is_migrated_once_however_often_it_is_advanced(note_agent, alice, bob):
+    run = _start(alice)
+    advance.run_advance(run_id=run.id)
+    calls: list[str] = []
+
+    def migrate(values: dict, from_version: str) -> dict:
+        calls.append(from_version)
+        return {"log": [f"migrated-from-v{from_version}"]}
+
+    agent_register(
+        AgentSpec(
+            name="note_agent",
+            version="2",
+            factory=build_note_graph,
+            policy="migrate",
+            migrate=migrate,
+        )
+    )
+    agent_unregister("note_agent", "1")
+    assert advance.run_advance(run_id=run.id) == "waiting"
+    assert advance.run_advance(run_id=run.id) == "waiting"
+    _decide(run, bob)
+    assert advance.run_advance(run_id=run.id) == "completed"
+    assert advance.run_advance(run_id=run.id) == "nothing to do: completed"
+    run.refresh_from_db()
+    assert calls == ["1"]
+    assert AuditEvent.objects.filter(action="run.migrated", run_id=run.id).count() == 1
+    assert run.output["log"].count("migrated-from-v1") == 1

@@ -1,3 +1,5 @@
+"""The approvals API: list and filters, detail, decisions and the answers that refuse them."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,8 +10,9 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
-
-from .conftest import ApprovalFactory, RunFactory, client_for, tasks_named
+from tests.support.people import rest_client_for
+from tests.support.probes import ProbeApprovalFactory, ProbeRunFactory
+from tests.support.queue import tasks_named
 
 
 def decide(client, approval, **body):
@@ -19,23 +22,25 @@ def decide(client, approval, **body):
 
 @pytest.fixture
 def pending(alice):
-    return ApprovalFactory(run=RunFactory(requested_by=alice))
+    return ProbeApprovalFactory(run=ProbeRunFactory(requested_by=alice))
 
 
 @pytest.fixture
 def as_bob(bob):
-    return client_for(bob)
+    return rest_client_for(bob)
 
 
 def test_pending_approvals_are_listed_soonest_expiry_first_with_cursor_pagination(as_bob, alice):
     now = timezone.now()
-    run = RunFactory(requested_by=alice)
+    run = ProbeRunFactory(requested_by=alice)
     wanted = [
-        ApprovalFactory(run=run, expires_at=now + dt.timedelta(minutes=minutes))
+        ProbeApprovalFactory(run=run, expires_at=now + dt.timedelta(minutes=minutes))
         for minutes in (50, 10, 30, 20, 40)
     ]
-    ApprovalFactory(run=run, status=ApprovalRequest.Status.APPROVED)
-    ApprovalFactory(run=run, expires_at=now - dt.timedelta(minutes=1))  # expired, not swept yet
+    ProbeApprovalFactory(run=run, status=ApprovalRequest.Status.APPROVED)
+    ProbeApprovalFactory(
+        run=run, expires_at=now - dt.timedelta(minutes=1)
+    )  # expired, not swept yet
 
     seen = []
     pages = 0
@@ -52,8 +57,8 @@ def test_pending_approvals_are_listed_soonest_expiry_first_with_cursor_paginatio
 
 
 def test_mine_keeps_only_approvals_the_user_may_decide(as_bob, alice, bob):
-    theirs = ApprovalFactory(run=RunFactory(requested_by=alice))
-    ApprovalFactory(run=RunFactory(requested_by=bob))
+    theirs = ProbeApprovalFactory(run=ProbeRunFactory(requested_by=alice))
+    ProbeApprovalFactory(run=ProbeRunFactory(requested_by=bob))
 
     response = as_bob.get("/api/approvals/", {"status": "pending", "mine": "true"})
 
@@ -61,9 +66,9 @@ def test_mine_keeps_only_approvals_the_user_may_decide(as_bob, alice, bob):
 
 
 def test_decided_approvals_are_listed_by_status(as_bob, alice):
-    run = RunFactory(requested_by=alice)
-    approved = ApprovalFactory(run=run, status=ApprovalRequest.Status.APPROVED)
-    ApprovalFactory(run=run)
+    run = ProbeRunFactory(requested_by=alice)
+    approved = ProbeApprovalFactory(run=run, status=ApprovalRequest.Status.APPROVED)
+    ProbeApprovalFactory(run=run)
 
     response = as_bob.get("/api/approvals/", {"status": "approved"})
 
@@ -89,7 +94,7 @@ def test_approval_detail_shows_the_payload_and_its_hash(as_bob, pending):
 
 
 def test_approval_detail_tells_the_requester_they_cannot_decide(alice, pending):
-    response = client_for(alice).get(f"/api/approvals/{pending.id}/")
+    response = rest_client_for(alice).get(f"/api/approvals/{pending.id}/")
 
     assert response.json()["can_decide"] is False
 
@@ -198,7 +203,7 @@ def test_malformed_json_in_a_decision_is_a_400(as_bob, pending):
 
 
 def test_a_user_without_the_right_to_decide_gets_403(dave, pending):
-    response = decide(client_for(dave), pending, decision="approve")
+    response = decide(rest_client_for(dave), pending, decision="approve")
 
     assert response.status_code == 403
     assert response.json() == {
@@ -214,7 +219,7 @@ def test_the_requester_may_not_decide_their_own_run_even_as_an_approver(alice, p
         Permission.objects.get(content_type__app_label="approvals", codename="decide")
     )
 
-    response = decide(client_for(alice), pending, decision="approve")
+    response = decide(rest_client_for(alice), pending, decision="approve")
 
     assert response.status_code == 403
     assert "four eyes" in response.json()["detail"]
@@ -225,7 +230,7 @@ def test_the_requester_may_not_decide_their_own_run_even_as_an_approver(alice, p
 def test_a_second_decision_gets_409_naming_who_decided(as_bob, carol, pending):
     assert decide(as_bob, pending, decision="approve").status_code == 200
 
-    response = decide(client_for(carol), pending, decision="reject")
+    response = decide(rest_client_for(carol), pending, decision="reject")
 
     assert response.status_code == 409
     body = response.json()
@@ -250,8 +255,8 @@ def test_a_stale_payload_hash_gets_409(as_bob, pending):
 
 
 def test_an_expired_approval_gets_409(as_bob, alice):
-    approval = ApprovalFactory(
-        run=RunFactory(requested_by=alice), expires_at=timezone.now() - dt.timedelta(seconds=1)
+    approval = ProbeApprovalFactory(
+        run=ProbeRunFactory(requested_by=alice), expires_at=timezone.now() - dt.timedelta(seconds=1)
     )
 
     response = decide(as_bob, approval, decision="approve")

@@ -6,16 +6,18 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from audit.canonical import payload_hash
-from tests.api.conftest import ApprovalFactory, approver, client_for
+from tests.support.people import DECIDE, person, rest_client_for
+from tests.support.probes import ProbeApprovalFactory
 
-pytestmark = pytest.mark.django_db
+# Every task enqueued is recorded, none runs.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("queued")]
 
 
-def test_a_nul_character_in_run_input_is_a_400(probe_agent, alice):
-    response = client_for(alice).post(
+def test_a_nul_character_in_run_input_is_a_400(api_probe, alice):
+    response = rest_client_for(alice).post(
         "/api/runs/",
         {
-            "agent": probe_agent.name,
+            "agent": api_probe.name,
             "input": {"service": "a\x00b", "signal": "x", "severity": "sev2"},
         },
         format="json",
@@ -24,9 +26,9 @@ def test_a_nul_character_in_run_input_is_a_400(probe_agent, alice):
     assert "input" in response.json()["errors"]
 
 
-def test_a_nul_character_in_edited_args_is_a_400(probe_agent, alice):
-    approval = ApprovalFactory(run__requested_by=alice)
-    response = client_for(approver("rita")).post(
+def test_a_nul_character_in_edited_args_is_a_400(api_probe, alice):
+    approval = ProbeApprovalFactory(run__requested_by=alice)
+    response = rest_client_for(person("rita", perms=[DECIDE])).post(
         f"/api/approvals/{approval.id}/decision/",
         {
             "decision": "edit",
@@ -41,20 +43,20 @@ def test_a_nul_character_in_edited_args_is_a_400(probe_agent, alice):
 
 def test_json_nested_too_deep_is_a_400(alice):
     body = "[" * 5000 + "]" * 5000
-    response = client_for(alice).generic(
+    response = rest_client_for(alice).generic(
         "POST", "/api/runs/", body, content_type="application/json"
     )
     assert response.status_code == 400
 
 
-def test_an_invalid_args_schema_from_the_agent_makes_edits_a_400(probe_agent, alice):
-    approval = ApprovalFactory(run__requested_by=alice)
+def test_an_invalid_args_schema_from_the_agent_makes_edits_a_400(api_probe, alice):
+    approval = ProbeApprovalFactory(run__requested_by=alice)
     payload = {**approval.payload, "args_schema": {"type": "objekt"}}
     ApprovalRequest.objects.filter(pk=approval.pk).update(
         payload=payload, payload_hash=payload_hash(payload)
     )
     approval.refresh_from_db()
-    response = client_for(approver("rita")).post(
+    response = rest_client_for(person("rita", perms=[DECIDE])).post(
         f"/api/approvals/{approval.id}/decision/",
         {
             "decision": "edit",

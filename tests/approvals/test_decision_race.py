@@ -9,16 +9,17 @@ from django.db import connection
 
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
-
-from .conftest import ApprovalFactory, RunFactory, approver, client_for, tasks_named
+from tests.support.people import DECIDE, person, rest_client_for
+from tests.support.probes import ProbeApprovalFactory, ProbeRunFactory
+from tests.support.queue import tasks_named
 
 REVIEWERS = 20
 
 
 def test_twenty_simultaneous_decisions_yield_one_200_and_nineteen_409s(transactional_db, queued):
-    requester = approver("requester")
-    approval = ApprovalFactory(run=RunFactory(requested_by=requester))
-    clients = [client_for(approver(f"reviewer{n}")) for n in range(REVIEWERS)]
+    requester = person("requester", perms=[DECIDE])
+    approval = ProbeApprovalFactory(run=ProbeRunFactory(requested_by=requester))
+    clients = [rest_client_for(person(f"reviewer{n}", perms=[DECIDE])) for n in range(REVIEWERS)]
     barrier = threading.Barrier(REVIEWERS)
     statuses: list[int] = []
     failures: list[BaseException] = []

@@ -1,3 +1,5 @@
+"""The runs API: start (validated input, idempotency keys), list, detail, cancel, agents."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -10,8 +12,13 @@ from agents.models import Effect, RunStartKey
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent
+from tests.support.factories import EffectFactory
+from tests.support.people import rest_client_for
+from tests.support.probes import API_PROBE as PROBE_AGENT
+from tests.support.probes import ProbeApprovalFactory, ProbeRunFactory
+from tests.support.queue import tasks_named
 
-from .conftest import PROBE_AGENT, ApprovalFactory, RunFactory, client_for, tasks_named
+pytestmark = pytest.mark.usefixtures("queued")  # every task enqueued is recorded, none runs
 
 GOOD_INPUT = {"service": "checkout", "signal": "5xx spike", "severity": "sev2"}
 
@@ -21,8 +28,8 @@ def start(client, body, **headers):
 
 
 @pytest.fixture
-def as_alice(alice, probe_agent):
-    return client_for(alice)
+def as_alice(alice, api_probe):
+    return rest_client_for(alice)
 
 
 def test_starting_a_run_returns_201_and_queues_it_on_commit(
@@ -149,7 +156,7 @@ def test_idempotency_keys_belong_to_each_user(as_alice, bob):
     body = {"agent": PROBE_AGENT, "input": GOOD_INPUT}
 
     first = start(as_alice, body, **{"Idempotency-Key": "shared"})
-    second = start(client_for(bob), body, **{"Idempotency-Key": "shared"})
+    second = start(rest_client_for(bob), body, **{"Idempotency-Key": "shared"})
 
     assert second.status_code == 201
     assert first.json()["id"] != second.json()["id"]
@@ -165,7 +172,7 @@ def test_an_overlong_idempotency_key_is_a_400(as_alice):
 
 
 def test_runs_are_listed_newest_first_with_cursor_pagination(as_alice, alice):
-    runs = [RunFactory(requested_by=alice) for _ in range(5)]
+    runs = [ProbeRunFactory(requested_by=alice) for _ in range(5)]
     expected = [
         str(run.id) for run in sorted(runs, key=lambda r: (r.created_at, r.id), reverse=True)
     ]
@@ -182,9 +189,9 @@ def test_runs_are_listed_newest_first_with_cursor_pagination(as_alice, alice):
 
 
 def test_runs_filter_by_status_and_agent(as_alice, alice):
-    waiting = RunFactory(requested_by=alice, status=AgentRun.Status.WAITING)
-    RunFactory(requested_by=alice, status=AgentRun.Status.COMPLETED)
-    RunFactory(requested_by=alice, status=AgentRun.Status.WAITING, agent="refund_agent")
+    waiting = ProbeRunFactory(requested_by=alice, status=AgentRun.Status.WAITING)
+    ProbeRunFactory(requested_by=alice, status=AgentRun.Status.COMPLETED)
+    ProbeRunFactory(requested_by=alice, status=AgentRun.Status.WAITING, agent="refund_agent")
 
     response = as_alice.get("/api/runs/", {"status": "waiting", "agent": PROBE_AGENT})
 
@@ -199,14 +206,12 @@ def test_an_unknown_status_filter_is_a_400_naming_status(as_alice):
 
 
 def test_run_detail_shows_status_approvals_and_effects(as_alice, alice):
-    run = RunFactory(requested_by=alice)
-    approval = ApprovalFactory(run=run)
-    Effect.objects.create(
-        key=f"{run.thread_id}:call-1",
+    run = ProbeRunFactory(requested_by=alice)
+    approval = ProbeApprovalFactory(run=run)
+    EffectFactory(
         run=run,
+        suffix="call-1",
         tool="refund_issue",
-        args={"amount": 1},
-        args_fingerprint="f" * 64,
         status=Effect.Status.SUCCEEDED,
         approval=approval,
     )
@@ -235,8 +240,8 @@ def test_an_unknown_or_malformed_run_id_is_a_404(as_alice, run_id):
 def test_the_requester_cancels_a_run_and_its_pending_approvals_close(
     as_alice, alice, queued, django_capture_on_commit_callbacks
 ):
-    run = RunFactory(requested_by=alice)
-    approval = ApprovalFactory(run=run)
+    run = ProbeRunFactory(requested_by=alice)
+    approval = ProbeApprovalFactory(run=run)
 
     with django_capture_on_commit_callbacks(execute=True):
         response = as_alice.post(f"/api/runs/{run.id}/cancel/")
@@ -253,17 +258,17 @@ def test_the_requester_cancels_a_run_and_its_pending_approvals_close(
 
 
 def test_an_approver_may_cancel_someone_elses_run(alice, bob):
-    run = RunFactory(requested_by=alice)
+    run = ProbeRunFactory(requested_by=alice)
 
-    response = client_for(bob).post(f"/api/runs/{run.id}/cancel/")
+    response = rest_client_for(bob).post(f"/api/runs/{run.id}/cancel/")
 
     assert response.status_code == 200
 
 
 def test_a_user_without_rights_may_not_cancel_someone_elses_run(alice, dave):
-    run = RunFactory(requested_by=alice)
+    run = ProbeRunFactory(requested_by=alice)
 
-    response = client_for(dave).post(f"/api/runs/{run.id}/cancel/")
+    response = rest_client_for(dave).post(f"/api/runs/{run.id}/cancel/")
 
     assert response.status_code == 403
     run.refresh_from_db()
@@ -271,7 +276,7 @@ def test_a_user_without_rights_may_not_cancel_someone_elses_run(alice, dave):
 
 
 def test_cancelling_a_finished_run_is_a_409(as_alice, alice):
-    run = RunFactory(requested_by=alice, status=AgentRun.Status.COMPLETED)
+    run = ProbeRunFactory(requested_by=alice, status=AgentRun.Status.COMPLETED)
 
     response = as_alice.post(f"/api/runs/{run.id}/cancel/")
 
@@ -280,7 +285,7 @@ def test_cancelling_a_finished_run_is_a_409(as_alice, alice):
 
 
 def test_cancelling_twice_is_harmless(as_alice, alice):
-    run = RunFactory(requested_by=alice)
+    run = ProbeRunFactory(requested_by=alice)
 
     as_alice.post(f"/api/runs/{run.id}/cancel/")
     response = as_alice.post(f"/api/runs/{run.id}/cancel/")

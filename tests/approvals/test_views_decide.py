@@ -10,6 +10,8 @@ from django.urls import reverse
 from approvals.models import ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent
+from tests.support.pages import PageApprovalFactory
+from tests.support.people import client_for
 
 
 def _decide(approval) -> str:
@@ -29,8 +31,9 @@ def _edit_fields(**overrides) -> dict[str, str]:
 
 
 def test_approve_decides_and_returns_to_the_queue(
-    as_bob, bob, approval, queued, django_capture_on_commit_callbacks
+    bob, approval, queued, django_capture_on_commit_callbacks
 ):
+    as_bob = client_for(bob)
     with django_capture_on_commit_callbacks(execute=True):
         response = as_bob.post(
             _decide(approval), {"decision": "approve", "seen_hash": approval.payload_hash}
@@ -45,7 +48,8 @@ def test_approve_decides_and_returns_to_the_queue(
     assert "You approved refund_payment" in page
 
 
-def test_an_invalid_edit_shows_an_error_next_to_each_bad_field(as_bob, approval):
+def test_an_invalid_edit_shows_an_error_next_to_each_bad_field(bob, approval):
+    as_bob = client_for(bob)
     response = as_bob.post(
         _decide(approval),
         {
@@ -70,7 +74,8 @@ def test_an_invalid_edit_shows_an_error_next_to_each_bad_field(as_bob, approval)
     assert approval.status == "pending"
 
 
-def test_an_edit_needs_its_diff_seen_before_it_is_confirmed(as_bob, approval):
+def test_an_edit_needs_its_diff_seen_before_it_is_confirmed(bob, approval):
+    as_bob = client_for(bob)
     fields = {
         "decision": "edit",
         "seen_hash": approval.payload_hash,
@@ -99,7 +104,8 @@ def test_an_edit_needs_its_diff_seen_before_it_is_confirmed(as_bob, approval):
     assert event.data["diff"] == {"amount": {"from": 120, "to": 80}}
 
 
-def test_values_changed_after_the_preview_are_previewed_again(as_bob, approval):
+def test_values_changed_after_the_preview_are_previewed_again(bob, approval):
+    as_bob = client_for(bob)
     stale = payload_hash({**approval.args, "amount": 80})
     response = as_bob.post(
         _decide(approval),
@@ -118,7 +124,8 @@ def test_values_changed_after_the_preview_are_previewed_again(as_bob, approval):
     assert approval.status == "pending"
 
 
-def test_the_htmx_preview_returns_the_edit_form_with_its_diff(as_bob, approval):
+def test_the_htmx_preview_returns_the_edit_form_with_its_diff(bob, approval):
+    as_bob = client_for(bob)
     response = as_bob.post(
         reverse("approvals:edit-preview", args=[approval.pk]),
         {
@@ -135,7 +142,8 @@ def test_the_htmx_preview_returns_the_edit_form_with_its_diff(as_bob, approval):
     assert "<del>damaged</del>" in html and "<ins>late</ins>" in html
 
 
-def test_the_htmx_preview_shows_inline_errors(as_bob, approval):
+def test_the_htmx_preview_shows_inline_errors(bob, approval):
+    as_bob = client_for(bob)
     response = as_bob.post(
         reverse("approvals:edit-preview", args=[approval.pk]),
         {
@@ -150,7 +158,8 @@ def test_the_htmx_preview_shows_inline_errors(as_bob, approval):
     assert 'name="confirmed"' not in html
 
 
-def test_reject_sends_the_message(as_bob, approval):
+def test_reject_sends_the_message(bob, approval):
+    as_bob = client_for(bob)
     response = as_bob.post(
         _decide(approval),
         {
@@ -165,7 +174,8 @@ def test_reject_sends_the_message(as_bob, approval):
     assert approval.decision["message"] == "Refund the shipping only."
 
 
-def test_respond_needs_a_message(as_bob, approval):
+def test_respond_needs_a_message(bob, approval):
+    as_bob = client_for(bob)
     response = as_bob.post(
         _decide(approval),
         {"decision": "respond", "seen_hash": approval.payload_hash, "message": " "},
@@ -188,8 +198,9 @@ def test_respond_needs_a_message(as_bob, approval):
     assert approval.status == "responded"
 
 
-def test_a_decision_that_is_not_allowed_is_refused(as_bob, make_approval, run_of_alice):
-    limited = make_approval(run=run_of_alice, allowed=["approve", "reject"])
+def test_a_decision_that_is_not_allowed_is_refused(bob, run_of_alice):
+    as_bob = client_for(bob)
+    limited = PageApprovalFactory(run=run_of_alice, allowed_decisions=["approve", "reject"])
     response = as_bob.post(
         _decide(limited),
         {"decision": "respond", "seen_hash": limited.payload_hash, "message": "hi"},
@@ -199,7 +210,9 @@ def test_a_decision_that_is_not_allowed_is_refused(as_bob, make_approval, run_of
     assert limited.status == "pending"
 
 
-def test_a_second_decision_shows_who_decided_and_changes_nothing(as_bob, as_carol, approval):
+def test_a_second_decision_shows_who_decided_and_changes_nothing(bob, carol, approval):
+    as_bob = client_for(bob)
+    as_carol = client_for(carol)
     as_bob.post(_decide(approval), {"decision": "approve", "seen_hash": approval.payload_hash})
     response = as_carol.post(
         _decide(approval),
@@ -217,7 +230,8 @@ def test_a_second_decision_shows_who_decided_and_changes_nothing(as_bob, as_caro
     )
 
 
-def test_a_stale_payload_hash_is_refused(as_bob, approval):
+def test_a_stale_payload_hash_is_refused(bob, approval):
+    as_bob = client_for(bob)
     response = as_bob.post(_decide(approval), {"decision": "approve", "seen_hash": "0" * 64})
     assert response.status_code == 409
     assert "reload and review it again" in response.content.decode()
@@ -225,7 +239,8 @@ def test_a_stale_payload_hash_is_refused(as_bob, approval):
     assert approval.status == ApprovalRequest.Status.PENDING
 
 
-def test_the_requester_cannot_decide_through_the_page(as_alice, approval):
+def test_the_requester_cannot_decide_through_the_page(alice, approval):
+    as_alice = client_for(alice)
     response = as_alice.post(
         _decide(approval), {"decision": "approve", "seen_hash": approval.payload_hash}
     )

@@ -1,30 +1,11 @@
-"""Audit test helpers: a compliance officer, tamper tools, chain seeding."""
+"""Tamper tools for the audit tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
-from django.contrib.auth.models import User
 from django.db import connection
-
-from audit.services import COMPLIANCE_GROUP, compliance_group_ensure
-from tests import audit_purge
-
-# tests/conftest.py enables this plugin for the whole suite; installing here too keeps
-# `pytest tests/audit` self-sufficient (install() is idempotent).
-audit_purge.install()
-
-
-@pytest.fixture
-def erin(db) -> User:
-    """Erin is a compliance officer."""
-    group = compliance_group_ensure()
-    assert group.name == COMPLIANCE_GROUP
-    user = User.objects.create_user(username="erin", password="demo", email="erin@example.com")
-    user.groups.add(group)
-    return user
 
 
 @contextmanager

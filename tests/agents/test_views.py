@@ -15,7 +15,12 @@ from agents import services as agent_services
 from agents.models import SandboxTicket
 from approvals.models import AgentRun
 from audit.models import AuditEvent
-from tests.console.conftest import PROBE_AGENT, client_for, make_effect
+from tests.support.factories import EffectFactory
+from tests.support.pages import PageApprovalFactory, PageRunFactory
+from tests.support.people import DECIDE, client_for, person
+from tests.support.probes import PAGE_PROBE as PROBE_AGENT
+
+pytestmark = pytest.mark.usefixtures("queued")  # every task enqueued is recorded, none runs
 
 RUNS = reverse("agents:runs")
 NEW = reverse("agents:run-new")
@@ -53,6 +58,17 @@ def _history(run: AgentRun) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
+def run_of_alice(alice) -> AgentRun:
+    return PageRunFactory(requested_by=alice)
+
+
+@pytest.fixture
+def time_traveller(db) -> User:
+    """A reviewer who also holds agents.time_travel."""
+    return person("tina", perms=[DECIDE, "agents.time_travel"])
+
+
+@pytest.fixture
 def history():
     with mock.patch.object(
         agent_selectors, "run_history", side_effect=lambda *, run: _history(run)
@@ -60,9 +76,10 @@ def history():
         yield patched
 
 
-def test_the_run_list_filters_by_status_and_agent(as_bob, make_run, alice):
-    waiting = make_run(requested_by=alice, agent="refund_agent", status="waiting")
-    done = make_run(requested_by=alice, agent="incident_copilot", status="completed")
+def test_the_run_list_filters_by_status_and_agent(bob, alice):
+    as_bob = client_for(bob)
+    waiting = PageRunFactory(requested_by=alice, agent="refund_agent", status="waiting")
+    done = PageRunFactory(requested_by=alice, agent="incident_copilot", status="completed")
     all_runs = as_bob.get(RUNS).content.decode()
     assert _run_url(waiting) in all_runs and _run_url(done) in all_runs
     by_status = as_bob.get(RUNS, {"status": "completed"}).content.decode()
@@ -71,16 +88,17 @@ def test_the_run_list_filters_by_status_and_agent(as_bob, make_run, alice):
     assert _run_url(waiting) in by_agent and _run_url(done) not in by_agent
 
 
-def test_the_run_list_shows_people_without_review_rights_only_their_own_runs(make_run, alice, dave):
-    own = make_run(requested_by=dave)
-    other = make_run(requested_by=alice)
+def test_the_run_list_shows_people_without_review_rights_only_their_own_runs(alice, dave):
+    own = PageRunFactory(requested_by=dave)
+    other = PageRunFactory(requested_by=alice)
     html = client_for(dave).get(RUNS).content.decode()
     assert _run_url(own) in html
     assert _run_url(other) not in html
 
 
-def test_the_run_list_pages_by_keyset(as_bob, make_run, alice):
-    runs = [make_run(requested_by=alice) for _ in range(27)]
+def test_the_run_list_pages_by_keyset(bob, alice):
+    as_bob = client_for(bob)
+    runs = [PageRunFactory(requested_by=alice) for _ in range(27)]
     first = as_bob.get(RUNS).content.decode()
     cursor = re.search(r'href="/runs/\?cursor=([^"&]+)" rel="next"', first).group(1)
     second = as_bob.get(RUNS, {"cursor": cursor}).content.decode()
@@ -88,7 +106,8 @@ def test_the_run_list_pages_by_keyset(as_bob, make_run, alice):
         assert (_run_url(run) in first) != (_run_url(run) in second)
 
 
-def test_the_start_form_offers_the_agents_with_an_example(as_alice, probe_agent):
+def test_the_start_form_offers_the_agents_with_an_example(alice, page_probe):
+    as_alice = client_for(alice)
     html = as_alice.get(NEW, {"agent": PROBE_AGENT}).content.decode()
     assert f'<option value="{PROBE_AGENT}" selected>' in html
     assert "&quot;service&quot;: &quot;checkout&quot;" in html
@@ -103,22 +122,23 @@ def test_the_start_form_offers_the_agents_with_an_example(as_alice, probe_agent)
         ('{"severity": "sev1"}', "service:"),
     ],
 )
-def test_the_start_form_rejects_bad_input_next_to_the_field(as_alice, probe_agent, raw, message):
+def test_the_start_form_rejects_bad_input_next_to_the_field(alice, page_probe, raw, message):
+    as_alice = client_for(alice)
     response = as_alice.post(NEW, {"agent": PROBE_AGENT, "input": raw})
     assert response.status_code == 400
     assert message in response.content.decode()
     assert not AgentRun.objects.exists()
 
 
-def test_the_start_form_rejects_an_unknown_agent(as_alice, probe_agent):
+def test_the_start_form_rejects_an_unknown_agent(alice, page_probe):
+    as_alice = client_for(alice)
     response = as_alice.post(NEW, {"agent": "nobody", "input": "{}"})
     assert response.status_code == 400
     assert not AgentRun.objects.exists()
 
 
-def test_the_start_form_starts_a_run(
-    as_alice, alice, probe_agent, queued, django_capture_on_commit_callbacks
-):
+def test_the_start_form_starts_a_run(alice, page_probe, queued, django_capture_on_commit_callbacks):
+    as_alice = client_for(alice)
     with django_capture_on_commit_callbacks(execute=True):
         response = as_alice.post(
             NEW, {"agent": PROBE_AGENT, "input": '{"service": "checkout", "severity": "sev2"}'}
@@ -131,11 +151,10 @@ def test_the_start_form_starts_a_run(
     assert queued.call_count == 1
 
 
-def test_the_run_page_shows_its_timeline_approvals_effects_and_events(
-    as_bob, run_of_alice, make_approval, history
-):
-    approval = make_approval(run=run_of_alice)
-    effect = make_effect(
+def test_the_run_page_shows_its_timeline_approvals_effects_and_events(bob, run_of_alice, history):
+    as_bob = client_for(bob)
+    approval = PageApprovalFactory(run=run_of_alice)
+    effect = EffectFactory(
         run=run_of_alice, status="succeeded", result={"refund": "<script>x</script>"}
     )
     SandboxTicket.objects.create(
@@ -153,7 +172,8 @@ def test_the_run_page_shows_its_timeline_approvals_effects_and_events(
     assert "View state at this step" not in html and "Fork from here" not in html
 
 
-def test_the_run_page_survives_a_history_that_cannot_be_read(as_bob, run_of_alice):
+def test_the_run_page_survives_a_history_that_cannot_be_read(bob, run_of_alice):
+    as_bob = client_for(bob)
     with mock.patch.object(
         agent_selectors, "run_history", side_effect=RuntimeError("checkpointer down")
     ):
@@ -162,14 +182,14 @@ def test_the_run_page_survives_a_history_that_cannot_be_read(as_bob, run_of_alic
     assert "The step history could not be read (RuntimeError)." in response.content.decode()
 
 
-def test_a_stranger_cannot_see_a_run(as_dave, run_of_alice):
+def test_a_stranger_cannot_see_a_run(dave, run_of_alice):
+    as_dave = client_for(dave)
     assert as_dave.get(_run_url(run_of_alice)).status_code == 404
 
 
-def test_the_requester_cancels_a_run_and_its_pending_approvals_close(
-    as_alice, run_of_alice, make_approval, history
-):
-    approval = make_approval(run=run_of_alice)
+def test_the_requester_cancels_a_run_and_its_pending_approvals_close(alice, run_of_alice, history):
+    as_alice = client_for(alice)
+    approval = PageApprovalFactory(run=run_of_alice)
     page = as_alice.get(_run_url(run_of_alice)).content.decode()
     assert reverse("agents:run-cancel", args=[run_of_alice.pk]) in page
     response = as_alice.post(reverse("agents:run-cancel", args=[run_of_alice.pk]))
@@ -183,8 +203,8 @@ def test_the_requester_cancels_a_run_and_its_pending_approvals_close(
     assert reverse("agents:run-cancel", args=[run_of_alice.pk]) not in after
 
 
-def test_someone_who_may_read_but_not_cancel_is_refused(make_run, alice, dave):
-    run = make_run(requested_by=alice)
+def test_someone_who_may_read_but_not_cancel_is_refused(alice, dave):
+    run = PageRunFactory(requested_by=alice)
     assert client_for(dave).post(reverse("agents:run-cancel", args=[run.pk])).status_code == 404
     dave.user_permissions.add(
         Permission.objects.get(codename="view_approvalrequest", content_type__app_label="approvals")
@@ -196,7 +216,8 @@ def test_someone_who_may_read_but_not_cancel_is_refused(make_run, alice, dave):
     assert run.status == "waiting"
 
 
-def test_time_travel_needs_its_permission(as_bob, run_of_alice, history):
+def test_time_travel_needs_its_permission(bob, run_of_alice, history):
+    as_bob = client_for(bob)
     step = reverse("agents:run-step", args=[run_of_alice.pk, "cp-1"])
     fork = reverse("agents:run-fork", args=[run_of_alice.pk])
     assert as_bob.get(step).status_code == 403
@@ -217,8 +238,8 @@ def test_viewing_the_state_at_a_step_is_audited(time_traveller, run_of_alice, hi
     assert client.get(reverse("agents:run-step", args=[run_of_alice.pk, "nope"])).status_code == 404
 
 
-def test_fork_from_here_opens_the_new_branch(time_traveller, run_of_alice, make_run, history):
-    child = make_run(requested_by=time_traveller, status="queued")
+def test_fork_from_here_opens_the_new_branch(time_traveller, run_of_alice, history):
+    child = PageRunFactory(requested_by=time_traveller, status="queued")
     with mock.patch.object(agent_services, "run_fork", return_value=child) as fork:
         response = client_for(time_traveller).post(
             reverse("agents:run-fork", args=[run_of_alice.pk]), {"checkpoint_id": "cp-1"}

@@ -1,7 +1,12 @@
+"""Who may call the API: tokens, sessions (with CSRF on writes), anonymous visitors."""
+
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
+
+pytestmark = pytest.mark.usefixtures("queued")  # every task enqueued is recorded, none runs
 
 
 def test_token_endpoint_returns_a_token_that_authenticates_requests(api, alice):
@@ -70,7 +75,7 @@ def test_anonymous_requests_get_the_error_shape(api, db):
     }
 
 
-def test_session_writes_need_the_csrf_token(alice, probe_agent):
+def test_session_writes_need_the_csrf_token(alice, api_probe):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(alice)
     body = {"agent": "api_probe", "input": {"service": "a", "signal": "b", "severity": "sev3"}}

@@ -1,4 +1,10 @@
+"""The API's OpenAPI schema and its Swagger page."""
+
 from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("queued")  # every task enqueued is recorded, none runs
 
 
 def test_schema_documents_every_api_operation(api, db):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from tests.console.conftest import REFUND_ARGS, refund_payload
+from tests.support.pages import REFUND_ARGS, PageApprovalFactory, refund_payload
+from tests.support.people import client_for
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
@@ -14,7 +15,8 @@ def _url(approval) -> str:
     return reverse("approvals:detail", args=[approval.pk])
 
 
-def test_the_page_shows_the_action_its_reasons_and_the_run(as_bob, approval, run_of_alice):
+def test_the_page_shows_the_action_its_reasons_and_the_run(bob, approval, run_of_alice):
+    as_bob = client_for(bob)
     html = as_bob.get(_url(approval)).content.decode()
     assert "<code>order_id</code>" in html and "A-1001" in html
     assert "The parcel arrived broken; the customer sent photos." in html
@@ -26,7 +28,8 @@ def test_the_page_shows_the_action_its_reasons_and_the_run(as_bob, approval, run
     assert f'data-expires="{approval.expires_at.isoformat()}"' in html
 
 
-def test_hostile_args_and_reasons_render_as_text(as_bob, make_approval, run_of_alice):
+def test_hostile_args_and_reasons_render_as_text(bob, run_of_alice):
+    as_bob = client_for(bob)
     args = {**REFUND_ARGS, "order_id": HOSTILE}
     payload = refund_payload(
         args,
@@ -34,7 +37,7 @@ def test_hostile_args_and_reasons_render_as_text(as_bob, make_approval, run_of_a
         evidence=[HOSTILE, {"html": HOSTILE}],
         blast_radius=f"touches {HOSTILE}",
     )
-    hostile = make_approval(run=run_of_alice, args=args, payload=payload)
+    hostile = PageApprovalFactory(run=run_of_alice, args=args, payload=payload)
     html = as_bob.get(_url(hostile)).content.decode()
     assert ESCAPED in html
     assert HOSTILE not in html
@@ -44,26 +47,29 @@ def test_hostile_args_and_reasons_render_as_text(as_bob, make_approval, run_of_a
     assert HOSTILE not in queue
 
 
-def test_a_hostile_tool_name_and_raw_payload_render_as_text(as_bob, make_approval, run_of_alice):
-    odd = make_approval(
+def test_a_hostile_tool_name_and_raw_payload_render_as_text(bob, run_of_alice):
+    as_bob = client_for(bob)
+    odd = PageApprovalFactory(
         run=run_of_alice,
         tool=HOSTILE,
         args={},
         payload={"question": HOSTILE, "type": "other"},
-        allowed=["respond"],
+        allowed_decisions=["respond"],
     )
     html = as_bob.get(_url(odd)).content.decode()
     assert HOSTILE not in html
     assert ESCAPED in html
 
 
-def test_the_payload_hash_travels_with_every_decision_form(as_bob, approval):
+def test_the_payload_hash_travels_with_every_decision_form(bob, approval):
+    as_bob = client_for(bob)
     html = as_bob.get(_url(approval)).content.decode()
     assert html.count(f'name="seen_hash" value="{approval.payload_hash}"') == 4
 
 
-def test_only_the_allowed_decisions_are_offered(as_bob, make_approval, run_of_alice):
-    limited = make_approval(run=run_of_alice, allowed=["approve", "reject"])
+def test_only_the_allowed_decisions_are_offered(bob, run_of_alice):
+    as_bob = client_for(bob)
+    limited = PageApprovalFactory(run=run_of_alice, allowed_decisions=["approve", "reject"])
     html = as_bob.get(_url(limited)).content.decode()
     assert 'value="approve"' in html
     assert 'value="reject"' in html
@@ -71,15 +77,14 @@ def test_only_the_allowed_decisions_are_offered(as_bob, make_approval, run_of_al
     assert 'value="respond"' not in html
 
 
-def test_an_unknown_payload_is_shown_raw_with_a_respond_box_only(
-    as_bob, make_approval, run_of_alice
-):
-    odd = make_approval(
+def test_an_unknown_payload_is_shown_raw_with_a_respond_box_only(bob, run_of_alice):
+    as_bob = client_for(bob)
+    odd = PageApprovalFactory(
         run=run_of_alice,
         tool="(agent question)",
         args={},
         payload={"value": "Which region should I restart first?"},
-        allowed=["respond"],
+        allowed_decisions=["respond"],
     )
     html = as_bob.get(_url(odd)).content.decode()
     assert "Which region should I restart first?" in html
@@ -88,7 +93,8 @@ def test_an_unknown_payload_is_shown_raw_with_a_respond_box_only(
     assert 'value="edit"' not in html
 
 
-def test_the_edit_form_is_generated_from_the_args_schema(as_bob, approval):
+def test_the_edit_form_is_generated_from_the_args_schema(bob, approval):
+    as_bob = client_for(bob)
     html = as_bob.get(_url(approval)).content.decode()
     # One input per property, typed by the schema, with labels and required markers.
     assert 'name="args-order_id"' in html and 'maxlength="40"' in html
@@ -100,18 +106,21 @@ def test_the_edit_form_is_generated_from_the_args_schema(as_bob, approval):
     assert '<label for="id_args-note">Note</label>' in html
 
 
-def test_the_requester_sees_the_approval_but_cannot_decide_it(as_alice, approval):
+def test_the_requester_sees_the_approval_but_cannot_decide_it(alice, approval):
+    as_alice = client_for(alice)
     html = as_alice.get(_url(approval)).content.decode()
     assert "four eyes" in html
     assert 'name="decision"' not in html
 
 
-def test_someone_without_access_gets_not_found(as_dave, approval):
+def test_someone_without_access_gets_not_found(dave, approval):
+    as_dave = client_for(dave)
     assert as_dave.get(_url(approval)).status_code == 404
 
 
-def test_the_status_partial_says_who_decided(as_bob, make_approval, run_of_alice, carol):
-    decided = make_approval(run=run_of_alice, status="rejected")
+def test_the_status_partial_says_who_decided(bob, run_of_alice, carol):
+    as_bob = client_for(bob)
+    decided = PageApprovalFactory(run=run_of_alice, status="rejected")
     type(decided).objects.filter(pk=decided.pk).update(
         decided_by=carol, decided_by_label="carol", decision={"decision": "reject", "message": "no"}
     )
