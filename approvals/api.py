@@ -175,7 +175,8 @@ class ApprovalDecideApi(APIView):
     )
     def post(self, request: Request, approval_id: str) -> Response:
         # Not filtered by visibility: someone who may not decide it gets the decision
-        # service's 403 and its reason, as tests/agents/test_api.py and tests/approvals/test_api.py pin (the page answers 404).
+        # service's 403 and its reason, as
+        # tests/approvals/test_api.py pins (the page answers 404).
         try:
             approval = selectors.approval_get_to_decide(pk=_approval_pk(approval_id))
         except ApprovalRequest.DoesNotExist:
