@@ -1,5 +1,4 @@
-"""Kept for agent authors (the README documents it): see ``agents.hitl.gate``."""
+"""Kept for agent code written against the older path (the README once documented it): the
+public names of ``agents.hitl.gate``."""
 
-from agents.hitl.gate import DecisionError, approval_gate, gate_payload
-
-__all__ = ["DecisionError", "approval_gate", "gate_payload"]
+from agents.hitl.gate import *  # noqa: F403

@@ -1,4 +1,5 @@
-"""Kept for agent authors (the README documents it): the public names of ``agents.hitl``."""
+"""Kept for agent code written against the older path (the README once documented it): the
+public names of ``agents.hitl.middleware`` and ``agents.hitl.console_tool``."""
 
-from agents.hitl import *  # noqa: F403
-from agents.hitl import __all__  # noqa: F401
+from agents.hitl.console_tool import *  # noqa: F403
+from agents.hitl.middleware import *  # noqa: F403

@@ -56,12 +56,15 @@ def decision_value(
     }
 
 
-def schema_ref_resolve(root: Any, node: Any) -> Any:
+def schema_ref_resolve(root: Any, node: Any, *, with_siblings: bool = False) -> Any:
     """``node`` with its local ``#/...`` ``$ref`` chain followed within ``root``.
 
-    Keywords beside a ``$ref`` win over the target's (JSON Schema 2020-12 lets them stand
-    together). A reference that is not local, that points nowhere, or that cycles leaves the
-    node as it is.
+    By default the target replaces the node: keywords beside a ``$ref`` are dropped, so a
+    schema used for validation can never be weakened by a sibling ``required`` or
+    ``properties`` (in JSON Schema both would apply). ``with_siblings`` lays them over the
+    target instead, for display (a field's ``title``, ``description`` or ``default`` beside its
+    ``$ref``). A reference that is not local, that points nowhere, or that cycles leaves the node
+    as it is.
     """
     for _ in range(_REF_DEPTH):
         if not isinstance(node, dict):
@@ -75,5 +78,6 @@ def schema_ref_resolve(root: Any, node: Any) -> Any:
         if target is None:
             return node
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        node = {**target, **siblings} if isinstance(target, dict) and siblings else target
+        merge = with_siblings and isinstance(target, dict) and siblings
+        node = {**target, **siblings} if merge else target
     return node

@@ -59,7 +59,7 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> tuple[dict[str, An
     """(concrete schema, nullable) for one property: follows local $refs and Optional[...]."""
     nullable = False
     for _ in range(10):  # refs and unions may nest; a cycle must not hang the page
-        resolved = schema_ref_resolve(schema, node)
+        resolved = schema_ref_resolve(schema, node, with_siblings=True)
         # A $ref that points nowhere describes nothing: keep only the keywords beside it.
         node = (
             {k: v for k, v in resolved.items() if k != "$ref"} if isinstance(resolved, dict) else {}

@@ -2,8 +2,10 @@
 on the server).
 
 - Reviewers and auditors (superusers, ``approvals.decide``, ``approvals.view_approvalrequest``)
-  see every run and approval; everyone else sees their own runs and those runs' approvals.
-- The requester, staff, superusers and those who may decide approvals may cancel a run.
+  see every run and approval; everyone else sees their own runs, the runs with an approval
+  they may decide (by tier group or escalation group), and those runs' approvals.
+- Of those who see a run, the requester, staff, superusers and those who may decide approvals
+  may cancel it.
 - Members of the tier's approver groups may decide; once the approval has escalated, members of
   the tier's escalation group may too.
 - A tier with no approver groups (or no RiskTier row at all) falls back to the
@@ -32,26 +34,56 @@ def user_may_view_all(user: Any) -> bool:
 
 
 def user_may_view_run(*, user: Any, run: AgentRun) -> bool:
-    return run.requested_by_id == user.pk or user_may_view_all(user)
+    return AgentRun.objects.filter(run_visible_filter(user=user), pk=run.pk).exists()
 
 
 def run_visible_filter(*, user: Any, via: str = "") -> Q:
-    """``user_may_view_run`` as a query: over runs, or over rows of a run with ``via="run__"``."""
+    """Who sees a run, as a query: over runs, or over rows of a run with ``via="run__"``."""
     if not user.is_authenticated:
         return Q(pk__in=[])
     if user_may_view_all(user):
         return Q()
-    return Q(**{f"{via}requested_by_id": user.pk})
+    own = Q(**{f"{via}requested_by_id": user.pk})
+    decidable = approval_decidable_filter(user=user)
+    if decidable is None:
+        return own
+    runs_to_decide = ApprovalRequest.objects.filter(decidable).values("run_id")
+    return own | Q(**{f"{via}pk__in": runs_to_decide})
 
 
 def user_may_cancel(*, user: Any, run: AgentRun) -> bool:
-    """The requester, staff and superusers, and those who may decide approvals."""
-    return (
+    """Of those who see the run: the requester, staff and superusers, and those who may decide
+    approvals."""
+    return user_may_view_run(user=user, run=run) and (
         run.requested_by_id == user.pk
         or user.is_staff
         or user.is_superuser
         or user.has_perm("approvals.decide")
     )
+
+
+def approval_decidable_filter(*, user: Any) -> Q | None:
+    """The approvals ``user`` may decide by tier (permissions.user_may_approve_tier as a query):
+    tiers whose approver groups they are in, tiers whose escalation group they are in once
+    escalated, and, with approvals.decide, tiers that configure no approver group."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    mine = set(user.groups.values_list("id", flat=True))
+    grouped: set[str] = set()
+    allowed: set[str] = set()
+    escalated: set[str] = set()
+    for tier in RiskTier.objects.prefetch_related("approver_groups"):
+        group_ids = {g.pk for g in tier.approver_groups.all()}
+        if group_ids:
+            grouped.add(tier.name)
+            if group_ids & mine:
+                allowed.add(tier.name)
+            elif tier.escalation_group_id in mine:
+                escalated.add(tier.name)
+    condition = Q(tier__in=allowed) | Q(tier__in=escalated, escalated_at__isnull=False)
+    if user.has_perm("approvals.decide"):
+        condition |= ~Q(tier__in=grouped)
+    return condition
 
 
 def user_may_decide(*, user: Any, approval: ApprovalRequest) -> tuple[bool, str]:

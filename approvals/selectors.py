@@ -12,7 +12,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from approvals.models import AgentRun, ApprovalRequest, ApprovalVote, RiskTier
-from approvals.permissions import run_visible_filter
+from approvals.permissions import approval_decidable_filter, run_visible_filter
 
 
 def _approvals(
@@ -87,30 +87,6 @@ def approval_list_pending(
         approval=OuterRef("pk"), round=OuterRef("quorum_round"), user=user
     )
     return qs.filter(decidable).exclude(run__requested_by=user).exclude(Exists(current_round))
-
-
-def approval_decidable_filter(*, user: Any) -> Q | None:
-    """The approvals ``user`` may decide by tier (permissions.user_may_approve_tier as a query):
-    tiers whose approver groups they are in, tiers whose escalation group they are in once
-    escalated, and, with approvals.decide, tiers that configure no approver group."""
-    if not user.is_authenticated or not user.is_active:
-        return None
-    mine = set(user.groups.values_list("id", flat=True))
-    grouped: set[str] = set()
-    allowed: set[str] = set()
-    escalated: set[str] = set()
-    for tier in RiskTier.objects.prefetch_related("approver_groups"):
-        group_ids = {g.pk for g in tier.approver_groups.all()}
-        if group_ids:
-            grouped.add(tier.name)
-            if group_ids & mine:
-                allowed.add(tier.name)
-            elif tier.escalation_group_id in mine:
-                escalated.add(tier.name)
-    condition = Q(tier__in=allowed) | Q(tier__in=escalated, escalated_at__isnull=False)
-    if user.has_perm("approvals.decide"):
-        condition |= ~Q(tier__in=grouped)
-    return condition
 
 
 def approval_quorum(*, approval: ApprovalRequest) -> dict[str, Any]:

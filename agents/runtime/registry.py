@@ -12,6 +12,7 @@ current version after transforming its state with ``migrate(values, from_version
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,10 @@ _lock = threading.Lock()
 _agents: dict[str, dict[str, AgentSpec]] = {}
 _current: dict[str, str] = {}
 _settings_loaded = False
+# CONSOLE_AGENTS entries that failed to import in this process: name -> why (see agent_get).
+_broken: dict[str, str] = {}
+
+log = logging.getLogger(__name__)
 
 
 def agent_register(spec: AgentSpec, *, current: bool = True) -> AgentSpec:
@@ -92,8 +97,15 @@ def _load_settings() -> None:
     if _settings_loaded:
         return
     _settings_loaded = True
+    _broken.clear()
     for name, target in getattr(settings, "CONSOLE_AGENTS", {}).items():
-        agent_register(_spec_from_setting(name, target))
+        try:
+            agent_register(_spec_from_setting(name, target))
+        except Exception as exc:  # noqa: BLE001 - one broken agent must not hide the others
+            # Its runs are flagged with this reason (UnknownAgent), and a start is a 400 naming
+            # it; the other agents load as usual. A deploy that fixes the module fixes it.
+            _broken[name] = f"{type(exc).__name__}: {exc}"
+            log.exception("CONSOLE_AGENTS[%r] could not be loaded", name)
 
 
 def _spec_from_setting(name: str, target: Any) -> AgentSpec:
@@ -121,6 +133,8 @@ def agent_get(name: str, version: str | None = None) -> AgentSpec:
     _load_settings()
     versions = _agents.get(name)
     if not versions:
+        if name in _broken:
+            raise UnknownAgent(f"agent {name!r} could not be loaded: {_broken[name]}")
         raise UnknownAgent(f"unknown agent {name!r}")
     version = version or _current[name]
     try:

@@ -144,6 +144,11 @@ def run_record_failure(*, run: AgentRun, error: str, retry_in: float) -> AgentRu
     )
 
 
+def _fits(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis (the audit event keeps it whole)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
     """Refuse to resume and say why (invariant 8); a person must look."""
     return _run_transition(
@@ -151,7 +156,7 @@ def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
         status=run.status,
         action="run.flagged",
         data={"reason": reason},
-        flag=reason,
+        flag=_fits(reason, AgentRun._meta.get_field("flag").max_length),
         lease_owner="",
         lease_expires_at=None,
     )
