@@ -10,12 +10,14 @@ from approvals.models import AgentRun
 
 
 def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
-    """The run's checkpoints, oldest first: node that ran, time, next nodes, values, changes."""
+    """The run's checkpoints, oldest first: node that ran, time, next nodes, values, changes,
+    and whether a fork may start there (not after an answered pause)."""
     graph = graph_of_run(run)
     snapshots = list(graph.get_state_history(thread_config(run)))
     snapshots.reverse()
     steps: list[dict[str, Any]] = []
     previous: Any = None
+    answered = False  # a pause before this step was answered: its state holds a decision
     for snap in snapshots:
         values = jsonable(dict(snap.values or {}))
         before = jsonable(dict(previous.values or {})) if previous is not None else {}
@@ -32,8 +34,10 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
                 "changed": changed,
                 "interrupts": [jsonable(i.value) for i in getattr(snap, "interrupts", ()) or ()],
                 "interrupt_ids": [i.id for i in getattr(snap, "interrupts", ()) or ()],
+                "forkable": not answered,
             }
         )
+        answered = answered or bool(steps[-1]["interrupt_ids"])
         previous = snap
     return steps
 

@@ -45,6 +45,12 @@ class IdempotencyInFlight(RunStartError):
     status_code = 409
 
 
+class ForkRefused(ApplicationError):
+    """Forking from after a decided gate would reuse that decision (invariant 11; 409)."""
+
+    status_code = 409
+
+
 def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> AgentRun:
     """Validate against the registry and queue a run of the agent's current version."""
     try:
@@ -129,14 +135,26 @@ def run_cancel(*, run: AgentRun, user: Any, request: Any = None) -> AgentRun:
 def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = None) -> AgentRun:
     """A new run whose thread starts from the state at ``checkpoint_id`` (a new branch).
 
-    Effects already applied by the parent are not repeated by key: the fork has its own
-    thread id, so its tool calls are new actions that go through the gate again.
+    The fork has its own thread id, so its tool calls are new actions that go through the gate
+    again. A step after a decided gate is refused (``ForkRefused``): its state carries that
+    decision, and a fork never inherits one (invariant 11; the ledger refuses it too).
     """
     graph = graph_of_run(run)
     history = run_history(run=run)
     index = next((i for i, s in enumerate(history) if s["checkpoint_id"] == checkpoint_id), None)
     if index is None:
         raise LookupError(f"checkpoint {checkpoint_id} is not part of run {run.pk}")
+    if not history[index]["forkable"]:
+        pause = max(i for i in range(index) if history[i]["interrupt_ids"])
+        answered = history[pause]["interrupt_ids"]
+        approval = run.approvals.filter(interrupt_id__in=answered).order_by("id").first()
+        decided = f"approval #{approval.pk}" if approval else "a decided approval"
+        raise ForkRefused(
+            f"This step comes after {decided}: a fork from here would act on that decision "
+            f"without anyone deciding again. Fork from step {history[pause]['step']}, where "
+            "the run waited for a person, to ask again.",
+            errors={"checkpoint_id": "after a decided approval"},
+        )
     snapshot = graph.get_state(
         {"configurable": {"thread_id": run.thread_id, "checkpoint_id": checkpoint_id}}
     )

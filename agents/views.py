@@ -184,5 +184,8 @@ def run_fork_view(request: HttpRequest, pk: Any) -> HttpResponse:
         )
     except LookupError:
         raise Http404("No such step in this run.") from None
+    except services.ForkRefused as refused:
+        messages.error(request, refused.message)
+        return redirect("agents:run", pk=run.pk)
     messages.success(request, f"Forked a new run from step {checkpoint_id[:12]}.")
     return redirect("agents:run", pk=child.pk)

@@ -129,6 +129,8 @@ class ApprovalRequest(models.Model):
     # Quorum: votes count toward the current round; an edit that is not yet final starts a
     # new round for the edited args (see docs/policy.md).
     quorum_round = models.PositiveIntegerField(default=0)
+    # The one effect key this approval authorized (set by the ledger on first use; invariant 11).
+    spent_key = models.CharField(max_length=200, blank=True)
     # The agent's own args, kept once an edit vote replaced ``args`` before the decision.
     original_args = models.JSONField(null=True, blank=True)
     # Sweep bookkeeping: a due time is cleared once its step ran (indexed with status).

@@ -43,6 +43,11 @@ class EffectArgsMismatch(LedgerError):
     """The args about to run differ from the args a person approved (invariant 5)."""
 
 
+class EffectApprovalMisuse(LedgerError):
+    """The approval belongs to another run, or already authorized another effect key: an
+    approval is spent once, by its own run (invariant 11)."""
+
+
 class EffectTierRose(EffectArgsMismatch):
     """Under the policy in force now, the approved args need a higher tier than the approval
     was decided in; the gate asks again before this point, so this is the last line."""

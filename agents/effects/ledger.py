@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.effects.errors import (
+    EffectApprovalMisuse,
     EffectArgsMismatch,
     EffectConflict,
     EffectTierRose,
@@ -52,11 +53,14 @@ def effect_execute(
     args: dict[str, Any],
     approval_id: int | None = None,
     approved_args: dict[str, Any] | None = None,
+    action_key: str | None = None,
 ) -> dict[str, Any]:
     """Run ``tool`` with ``args`` once for ``key`` and return its (stored) result.
 
-    With ``approval_id``, the approval's final args must equal ``approved_args`` (default
-    ``args``; a saga step passes the args of the call that was approved).
+    With ``approval_id``, the approval must belong to ``run_id``, must not have authorized
+    another action, and its final args must equal ``approved_args`` (default ``args``). A saga
+    step passes the args and the key of the call that was approved (``action_key``, default
+    ``key``): its steps' keys all spend that one approval.
     """
     return _execute(
         run_id=run_id,
@@ -66,6 +70,7 @@ def effect_execute(
         approval_id=approval_id,
         approved_args=args if approved_args is None else approved_args,
         compensates=None,
+        action_key=action_key or key,
     )
 
 
@@ -85,12 +90,14 @@ def _execute(
     approval_id: int | None,
     approved_args: dict[str, Any],
     compensates: Effect | None,
+    action_key: str | None = None,
 ) -> dict[str, Any]:
     spec = tool_get(tool)
     args = _json(args)
     fingerprint = payload_hash(args)
     if approval_id is not None:
         _check_approved_args(approval_id=approval_id, args=_json(approved_args))
+        _spend(approval_id=approval_id, run_id=run_id, key=key, action_key=action_key or key)
 
     effect = _claim(
         run_id=run_id,
@@ -250,6 +257,33 @@ def _finish(
                 tool=effect.tool,
                 data={"key": effect.key, "tool": effect.tool, **data, "attempts": attempts},
             )
+
+
+def _spend(*, approval_id: int, run_id: str, key: str, action_key: str) -> None:
+    """Bind the approval to this run's one action (a conditional write: the first key wins).
+
+    Another run presenting it, or another action of the same run, is refused and audited.
+    """
+    approval = ApprovalRequest.objects.only("run_id", "spent_key").get(pk=approval_id)
+    reason = ""
+    if str(approval.run_id) != str(run_id):
+        reason = f"approval {approval_id} belongs to run {approval.run_id}, not run {run_id}"
+    elif approval.spent_key != action_key:
+        ApprovalRequest.objects.filter(pk=approval_id, spent_key="").update(spent_key=action_key)
+        spent = ApprovalRequest.objects.values_list("spent_key", flat=True).get(pk=approval_id)
+        if spent != action_key:
+            reason = f"approval {approval_id} already authorized {spent}, not {action_key}"
+    if not reason:
+        return
+    with transaction.atomic():
+        event_record(
+            action="effect.refused",
+            actor=ACTOR,
+            run_id=run_id,
+            approval_id=approval_id,
+            data={"key": key, "action_key": action_key, "reason": reason},
+        )
+    raise EffectApprovalMisuse(reason)
 
 
 def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:

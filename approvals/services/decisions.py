@@ -22,6 +22,7 @@ from approvals.services.errors import (
     DecisionInvalid,
     PreviewRequired,
 )
+from approvals.services.rounds import round_start, tier_raise
 from approvals.services.runs import run_advance_enqueue
 from audit.canonical import json_has_nul, payload_hash
 from audit.services import event_record
@@ -100,6 +101,11 @@ def approval_decide(
                 reason="already_voted",
                 approval=locked,
             )
+        raised = decision == ApprovalRequest.Decision.EDIT and tier_raise(
+            approval=locked, args=resume_args, by=user, request=request
+        )
+        if raised:
+            votes = []  # a new round in the higher tier: earlier votes lapse (invariant 12)
         tier = policy.tier_get(locked.tier)
         required = max(1, tier.required_approvals) if tier else 1
         final = True
@@ -110,7 +116,7 @@ def approval_decide(
             if final:
                 _required_group_check(tier=tier, voters=[v.user for v in votes] + [user])
             elif decision == ApprovalRequest.Decision.EDIT and resume_args != locked.args:
-                _round_start(approval=locked, args=resume_args, by=user)
+                round_start(approval=locked, args=resume_args, by=user)
         ApprovalVote.objects.create(
             approval=locked,
             user=user,
@@ -273,22 +279,6 @@ def _required_group_check(*, tier: RiskTier | None, voters: list[Any]) -> None:
 
 
 # --- quorum rounds and the final outcome ---------------------------------------------------
-
-
-def _round_start(*, approval: ApprovalRequest, args: dict[str, Any], by: Any) -> None:
-    """An edit short of quorum replaces the proposal: new args, new payload hash, new round."""
-    if approval.original_args is None:
-        approval.original_args = approval.args
-    approval.args = args
-    payload = dict(approval.payload) if isinstance(approval.payload, dict) else {}
-    payload["args"] = args
-    payload["edited_by"] = by.get_username()
-    approval.payload = payload
-    approval.payload_hash = payload_hash(payload)
-    approval.quorum_round += 1
-    approval.save(
-        update_fields=["original_args", "args", "payload", "payload_hash", "quorum_round"]
-    )
 
 
 def _approval_finalise(

@@ -47,7 +47,7 @@ def approval_requests_sync(
                 allowed_decisions=item["allowed_decisions"],
                 expires_at=item["expires_at"],
                 policy_version=version,
-                **_due_times(tier=tier, expires_at=item["expires_at"]),
+                **due_times(tier=tier, expires_at=item["expires_at"]),
             )
             try:
                 with transaction.atomic():
@@ -86,7 +86,7 @@ def approval_requests_sync(
     return created
 
 
-def _due_times(*, tier: RiskTier | None, expires_at: dt.datetime) -> dict[str, Any]:
+def due_times(*, tier: RiskTier | None, expires_at: dt.datetime) -> dict[str, Any]:
     """When the sweep should remind and escalate a new approval of this tier (None: never)."""
     now = timezone.now()
     due: dict[str, Any] = {"remind_at": None, "escalate_at": None}

@@ -42,6 +42,8 @@ def _history(run: AgentRun) -> list[dict[str, Any]]:
             "values": {},
             "changed": {},
             "interrupts": [],
+            "interrupt_ids": [],
+            "forkable": True,
         },
         {
             "checkpoint_id": "cp-1",
@@ -53,6 +55,8 @@ def _history(run: AgentRun) -> list[dict[str, Any]]:
             "values": {"summary": "<b>db pool exhausted</b>"},
             "changed": {"summary": "<b>db pool exhausted</b>"},
             "interrupts": [],
+            "interrupt_ids": [],
+            "forkable": True,
         },
     ]
 

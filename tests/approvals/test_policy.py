@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from approvals import policy
 from approvals.models import ApprovalRequest, PolicyVersion, RiskTier, ToolPolicy
@@ -151,16 +152,53 @@ def test_the_api_answers_the_edit_into_a_higher_tier_with_403(demo_policy, alice
     assert "critical" in response.json()["detail"]
 
 
-def test_an_approver_of_the_higher_tier_may_make_that_edit(demo_policy, alice, carol):
+def test_an_edit_into_a_higher_tier_moves_the_approval_to_that_tiers_rules(
+    demo_policy, alice, bob, carol
+):
     approval = request_approval(
         requester=alice, tier="write", args={"order_id": "A-1", "amount": 120}
     )
+    old_hash = approval.payload_hash
+    critical = RiskTier.objects.get(name="critical")
 
-    decided = decide(approval, carol, decision="edit", args={"order_id": "A-1", "amount": 900})
+    moved = decide(approval, carol, decision="edit", args={"order_id": "A-1", "amount": 900})
 
-    # Decided in tier write; the gate's re-check at execution asks critical again.
-    assert decided.status == ApprovalRequest.Status.EDITED
-    assert decided.decision["tier"] == "write"
+    # Critical needs two approvals (one of approvers-critical): carol's edit is the first.
+    assert moved.status == ApprovalRequest.Status.PENDING
+    assert moved.tier == "critical"
+    assert moved.args == {"order_id": "A-1", "amount": 900}
+    assert moved.payload["tier"] == "critical"
+    assert moved.payload_hash != old_hash
+    assert moved.quorum_round == 1
+    # The critical tier's expiry (15 minutes), counted from the edit, not the write tier's 20.
+    left = (moved.expires_at - timezone.now()).total_seconds()
+    assert critical.ttl_seconds - 30 < left <= critical.ttl_seconds
+    assert AuditEvent.objects.filter(action="approval.tier_raised", approval_id=moved.id).exists()
+
+    final = decide(approval, bob)
+
+    assert final.status == ApprovalRequest.Status.EDITED
+    assert final.decision["tier"] == "critical"
+    assert final.decision["args"] == {"order_id": "A-1", "amount": 900}
+    assert final.decision["by"] == "carol, bob"
+
+
+def test_earlier_votes_lapse_when_an_edit_raises_the_tier(demo_policy, alice, bob, carol, erin):
+    RiskTier.objects.filter(name="write").update(required_approvals=2)
+    erin.groups.add(demo_policy["approvers-write"])
+    approval = request_approval(
+        requester=alice, tier="write", args={"order_id": "A-1", "amount": 120}
+    )
+    decide(approval, bob)  # 1 of 2 in tier write, for amount 120
+
+    moved = decide(approval, carol, decision="edit", args={"order_id": "A-1", "amount": 900})
+    assert (moved.status, moved.tier) == (ApprovalRequest.Status.PENDING, "critical")
+
+    final = decide(approval, erin)
+
+    # Bob's vote was for another proposal in another tier: it does not count.
+    assert final.status == ApprovalRequest.Status.EDITED
+    assert final.decision["by"] == "carol, erin"
 
 
 def test_an_edit_within_the_tier_is_fine_for_a_write_approver(demo_policy, alice, bob):

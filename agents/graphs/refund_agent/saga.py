@@ -75,6 +75,7 @@ def refund_saga_run(
                 args=step_args,
                 approval_id=approval_id,
                 approved_args=args,
+                action_key=key,
             )
         except ToolError as exc:
             done = step_keys[: step_keys.index(step_key)]
