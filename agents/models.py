@@ -26,6 +26,9 @@ class Effect(models.Model):
 
     class Status(models.TextChoices):
         CLAIMED = "claimed"
+        # The call may or may not have reached the downstream (a timeout): settled by asking
+        # the downstream by key, never assumed done or failed (invariant 13).
+        IN_DOUBT = "in_doubt"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         COMPENSATED = "compensated"
@@ -52,6 +55,8 @@ class Effect(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Handed to a person because nobody can settle it automatically (once; invariant 13).
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     objects = EffectQuerySet.as_manager()
 

@@ -6,6 +6,7 @@ import logging
 
 from django.db import close_old_connections
 
+from agents.effects import reconcile
 from agents.runtime import advance, recovery
 
 log = logging.getLogger(__name__)
@@ -19,5 +20,9 @@ def run_advance(run_id: str) -> str:
 
 
 def runs_recover() -> int:
-    """Every minute (Schedule): re-enqueue runs whose worker died."""
+    """Every minute (Schedule): settle effects in doubt by asking the downstream by key (or
+    escalate them), then re-enqueue runs whose worker died. Returns the runs re-enqueued."""
+    settled = reconcile.effects_reconcile()
+    if any(settled.values()):
+        log.info("effects reconciled: %s", settled)
     return recovery.runs_recover()

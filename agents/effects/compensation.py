@@ -11,6 +11,7 @@ from django.db import transaction
 
 from agents.effects.errors import CompensationFailed, ToolError
 from agents.effects.ledger import ACTOR, _execute
+from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.models import Effect
 from agents.tools import tool_find
 from audit.services import event_record
@@ -79,24 +80,15 @@ def run_compensate(*, run_id: str) -> list[Effect]:
     """
     done: list[Effect] = []
     failed: list[str] = []
-    # A worker killed mid-call leaves a claimed effect that may have reached downstream:
-    # finish it first (same key, the downstream dedupes), so it can then be undone.
-    unfinished = Effect.objects.filter(
-        run_id=run_id, status=Effect.Status.CLAIMED, compensates__isnull=True
+    # An effect whose call may have reached the downstream (a worker killed mid-call, a
+    # timeout) is settled by asking the downstream by key, never by calling it: compensation
+    # never performs a first call. What nobody can settle goes to a person.
+    unsettled = Effect.objects.filter(
+        run_id=run_id, status__in=UNSETTLED, compensates__isnull=True
     ).order_by("created_at", "id")
-    for effect in list(unfinished):
-        try:
-            _execute(
-                run_id=str(run_id),
-                key=effect.key,
-                tool=effect.tool,
-                args=effect.args,
-                approval_id=None,
-                approved_args=effect.args,
-                compensates=None,
-            )
-        except ToolError as exc:
-            logger.warning("could not finish %s before compensating: %s", effect.key, exc)
+    for effect in list(unsettled):
+        if effect_reconcile(effect) == "unknown":
+            effect_escalate(effect, reason="in doubt when the run was cancelled: did it happen?")
             failed.append(effect.key)
     effects = Effect.objects.filter(
         run_id=run_id, status=Effect.Status.SUCCEEDED, compensates__isnull=True

@@ -43,6 +43,15 @@ class EffectArgsMismatch(LedgerError):
     """The args about to run differ from the args a person approved (invariant 5)."""
 
 
+class RunCancelled(LedgerError):
+    """The run was cancelled: no new effect of it starts (its compensations still run)."""
+
+
+class EffectInDoubt(LedgerError):
+    """The effect may have happened and the downstream cannot say (no lookup by key): a
+    person settles it; it is never called again on its own (invariant 13)."""
+
+
 class EffectApprovalMisuse(LedgerError):
     """The approval belongs to another run, or already authorized another effect key: an
     approval is spent once, by its own run (invariant 11)."""

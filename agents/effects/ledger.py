@@ -27,8 +27,10 @@ from agents.effects.errors import (
     EffectTierRose,
     LeaseNotHeld,
     RetryableToolError,
+    RunCancelled,
     ToolTimeout,
 )
+from agents.effects.reconcile import UNSETTLED, effect_reconcile
 from agents.models import Effect
 from agents.tools import tool_find, tool_get
 from approvals import policy
@@ -95,11 +97,14 @@ def _execute(
     spec = tool_get(tool)
     args = _json(args)
     fingerprint = payload_hash(args)
+    compensating = compensates is not None
+    # Cancel and lease before anything is claimed (invariants 6 and 14).
+    _fence(run_id, compensating=compensating)
     if approval_id is not None:
         _check_approved_args(approval_id=approval_id, args=_json(approved_args))
         _spend(approval_id=approval_id, run_id=run_id, key=key, action_key=action_key or key)
 
-    effect = _claim(
+    effect, fresh = _claim(
         run_id=run_id,
         key=key,
         tool=tool,
@@ -110,14 +115,33 @@ def _execute(
     )
     if effect.status in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
         return effect.result
+    if not fresh and effect.status in UNSETTLED:
+        # An earlier attempt may have reached the downstream: ask it by key first.
+        if effect_reconcile(effect, spec) == "succeeded":
+            return effect.result
+        effect = _reclaim(effect)
 
-    _fence(run_id)
+    _fence(run_id, compensating=compensating)
     attempts = 0
     max_attempts = settings.TOOL_MAX_RETRIES + 1
     while True:
         attempts += 1
         try:
             result = _call_with_timeout(spec.run, args, key, settings.TOOL_TIMEOUT_SECONDS)
+        except ToolTimeout as exc:
+            if attempts >= max_attempts:
+                # No answer: the downstream may have acted. Unknown, not failed (invariant 13).
+                _finish(
+                    effect,
+                    status=Effect.Status.IN_DOUBT,
+                    fields={"error": f"{type(exc).__name__}: {exc}"},
+                    attempts=attempts,
+                    data={"args": args, "error": str(exc)},
+                )
+                raise
+            delay = _backoff_delay(attempts)
+            logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
+            time.sleep(delay)
         except RetryableToolError as exc:
             if attempts >= max_attempts:
                 _fail(effect, exc, attempts=attempts, args=args)
@@ -143,15 +167,26 @@ def _lease_owner() -> str | None:
         return None
 
 
-def _fence(run_id: str) -> None:
-    """Refuse to call downstream unless this worker still holds the run's live lease."""
+def _fence(run_id: str, *, compensating: bool) -> None:
+    """Refuse a new effect of a cancelled run (compensations still run), and any effect unless
+    this worker still holds the run's live lease (when called inside a run)."""
+    run = (
+        AgentRun.objects.filter(pk=run_id)
+        .only("cancel_requested", "lease_owner", "lease_expires_at")
+        .first()
+    )
+    if run is None:
+        return
+    if run.cancel_requested and not compensating:
+        raise RunCancelled(f"run {run_id} was cancelled: no new effect starts")
     owner = _lease_owner()
     if owner is None:
         return
-    held = AgentRun.objects.filter(
-        pk=run_id, lease_owner=owner, lease_expires_at__gt=timezone.now()
-    ).exists()
-    if not held:
+    if (
+        run.lease_owner != owner
+        or not run.lease_expires_at
+        or run.lease_expires_at <= timezone.now()
+    ):
         raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
 
 
@@ -164,8 +199,9 @@ def _claim(
     fingerprint: str,
     approval_id: int | None,
     compensates: Effect | None,
-) -> Effect:
-    """Insert the claim, or load the existing row for this key and check it is the same call."""
+) -> tuple[Effect, bool]:
+    """(row, fresh): insert the claim, or load the existing row for this key and check it is
+    the same call."""
     try:
         with transaction.atomic(durable=True):
             effect = Effect.objects.create(
@@ -186,7 +222,7 @@ def _claim(
                 tool=tool,
                 data={"key": key, "args": args, "args_fingerprint": fingerprint},
             )
-            return effect
+            return effect, True
     except IntegrityError:
         pass
     effect = Effect.objects.get(key=key)
@@ -211,6 +247,16 @@ def _claim(
                     data={"key": key, "args_fingerprint": fingerprint, "after_failure": True},
                 )
         effect.refresh_from_db()
+    return effect, False
+
+
+def _reclaim(effect: Effect) -> Effect:
+    """Call again under the same key (the downstream dedupes on it): an unsettled effect the
+    lookup did not find, or could not ask about."""
+    Effect.objects.filter(pk=effect.pk, status__in=(*UNSETTLED, Effect.Status.FAILED)).update(
+        status=Effect.Status.CLAIMED, error=""
+    )
+    effect.refresh_from_db()
     return effect
 
 

@@ -15,7 +15,7 @@ from django.db import transaction
 from langgraph.types import Command
 
 from agents.effects.compensation import run_compensate
-from agents.effects.errors import CompensationFailed, LeaseNotHeld
+from agents.effects.errors import CompensationFailed, LeaseNotHeld, RunCancelled
 from agents.hitl import protocol
 from agents.runtime.budget import budget_check, budget_spend
 from agents.runtime.checkpoint import checkpointer_get, graph_for, jsonable, thread_config
@@ -41,6 +41,8 @@ def run_advance(*, run_id: Any) -> str:
             return _advance(run, beat)
     except (LeaseLost, LeaseNotHeld):
         return "stopped: lease lost"
+    except RunCancelled:
+        return _compensate_cancelled(AgentRun.objects.get(pk=run.pk))
     except approval_services.RunStopped:
         fresh = AgentRun.objects.get(pk=run.pk)
         if fresh.cancel_requested:

@@ -67,6 +67,11 @@ def _write(
     return row
 
 
+def _lookup(model: type[Row], key: str) -> Row | None:
+    """What the system did under ``key``, as a provider's "retrieve by idempotency key" API."""
+    return model.objects.filter(idempotency_key=key).first()
+
+
 def _effect_delay() -> None:
     if settings.SANDBOX_EFFECT_DELAY_S:
         time.sleep(settings.SANDBOX_EFFECT_DELAY_S)
@@ -97,6 +102,11 @@ def ticket_create(
     request = {"service": service, "title": title, "severity": severity, "body": body}
     ticket = _write(SandboxTicket, key=_require_key(key), request=request, create=lambda: request)
     return ticket_result(ticket)
+
+
+def ticket_lookup(key: str) -> dict[str, Any] | None:
+    row = _lookup(SandboxTicket, key)
+    return ticket_result(row) if row else None
 
 
 def ticket_close(*, key: str | None, ticket_id: int) -> dict[str, Any]:
@@ -137,6 +147,11 @@ def deploy_result(deploy: SandboxDeploy) -> dict[str, Any]:
         "is_rollback": deploy.is_rollback,
         "deployed_at": deploy.deployed_at.isoformat(),
     }
+
+
+def deploy_lookup(key: str) -> dict[str, Any] | None:
+    row = _lookup(SandboxDeploy, key)
+    return deploy_result(row) if row else None
 
 
 def deploy_record(
@@ -199,6 +214,11 @@ def payment_result(payment: SandboxPayment) -> dict[str, Any]:
     }
 
 
+def payment_lookup(key: str) -> dict[str, Any] | None:
+    row = _lookup(SandboxPayment, key)
+    return payment_result(row) if row else None
+
+
 def payment_refund(
     *, key: str | None, order_id: str, amount: Decimal | str, currency: str = "USD"
 ) -> dict[str, Any]:
@@ -251,7 +271,16 @@ def inventory_move(*, key: str | None, sku: str, delta: int, reason: str = "") -
     row = _write(
         SandboxInventoryMovement, key=_require_key(key), request=request, create=lambda: request
     )
+    return inventory_result(row)
+
+
+def inventory_result(row: SandboxInventoryMovement) -> dict[str, Any]:
     return {"movement_id": row.pk, "sku": row.sku, "delta": row.delta}
+
+
+def inventory_lookup(key: str) -> dict[str, Any] | None:
+    row = _lookup(SandboxInventoryMovement, key)
+    return inventory_result(row) if row else None
 
 
 # --- notifications ---------------------------------------------------------------------------
@@ -266,4 +295,13 @@ def notification_send(
     row = _write(
         SandboxNotification, key=_require_key(key), request=request, create=lambda: request
     )
+    return notification_result(row)
+
+
+def notification_result(row: SandboxNotification) -> dict[str, Any]:
     return {"notification_id": row.pk, "channel": row.channel, "recipient": row.recipient}
+
+
+def notification_lookup(key: str) -> dict[str, Any] | None:
+    row = _lookup(SandboxNotification, key)
+    return notification_result(row) if row else None

@@ -229,6 +229,7 @@ for _spec in (
     ),
     ToolSpec(
         name="create_incident_ticket",
+        lookup=sandbox.ticket_lookup,
         description="Open an incident ticket for a service.",
         args_model=CreateIncidentTicketArgs,
         tier="write",
@@ -247,6 +248,7 @@ for _spec in (
     ),
     ToolSpec(
         name="rollback_deploy",
+        lookup=sandbox.deploy_lookup,
         description="Roll a service back to its previous version.",
         args_model=DeploySwitchArgs,
         tier="critical",
@@ -260,6 +262,7 @@ for _spec in (
     ),
     ToolSpec(
         name="roll_forward_deploy",
+        lookup=sandbox.deploy_lookup,
         description="Move a service forward again to a version it was rolled back from.",
         args_model=DeploySwitchArgs,
         tier="critical",
@@ -268,6 +271,7 @@ for _spec in (
     ),
     ToolSpec(
         name="notify_channel",
+        lookup=sandbox.notification_lookup,
         description="Post a message to an internal incident channel.",
         args_model=NotifyChannelArgs,
         tier="read",
@@ -287,6 +291,7 @@ for _spec in (
     ),
     ToolSpec(
         name="refund_payment",
+        lookup=sandbox.payment_lookup,
         description="Refund money on an order (a step of an approved refund_order).",
         args_model=PaymentArgs,
         tier="write",
@@ -296,6 +301,7 @@ for _spec in (
     ),
     ToolSpec(
         name="reverse_refund_payment",
+        lookup=sandbox.payment_lookup,
         description="Take back a refund (compensation of refund_payment).",
         args_model=PaymentArgs,
         tier="write",
@@ -304,6 +310,7 @@ for _spec in (
     ),
     ToolSpec(
         name="restock_inventory",
+        lookup=sandbox.inventory_lookup,
         description="Put returned items back in stock (a step of an approved refund_order).",
         args_model=InventoryArgs,
         tier="write",
@@ -313,6 +320,7 @@ for _spec in (
     ),
     ToolSpec(
         name="unrestock_inventory",
+        lookup=sandbox.inventory_lookup,
         description="Remove restocked items again (compensation of restock_inventory).",
         args_model=InventoryArgs,
         tier="write",
@@ -321,6 +329,7 @@ for _spec in (
     ),
     ToolSpec(
         name="notify_customer",
+        lookup=sandbox.notification_lookup,
         description="Email the customer about their refund (a step of an approved refund_order).",
         args_model=CustomerNotificationArgs,
         tier="write",

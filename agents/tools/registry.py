@@ -36,6 +36,9 @@ class ToolSpec:
     compensate_with: str | None = None
     # Builds the compensating tool's args from this tool's args and result.
     compensation_args: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    # Asks the downstream what happened under an idempotency key, as real providers let you:
+    # the stored result, or None when it never acted. Settles effects in doubt (invariant 13).
+    lookup: Callable[[str], dict[str, Any] | None] | None = None
 
     @property
     def has_side_effects(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.effects.compensation import effect_compensate
-from agents.effects.errors import ToolError
+from agents.effects.errors import RetryableToolError, ToolError
 from agents.effects.ledger import effect_execute, effect_get
 from agents.models import Effect
 from agents.sandbox.tools import RefundOrderArgs
@@ -77,6 +77,11 @@ def refund_saga_run(
                 approved_args=args,
                 action_key=key,
             )
+        except RetryableToolError:
+            # A timeout or a 5xx: the step's outcome is unknown or transient. The run retries
+            # and the ledger settles the step by key; compensating now could undo nothing while
+            # the money moved (invariant 13).
+            raise
         except ToolError as exc:
             done = step_keys[: step_keys.index(step_key)]
             for done_key in reversed(done):

@@ -134,15 +134,29 @@ def test_the_ledger_refuses_downstream_calls_without_the_lease(
     assert len(make_effect_tool) == 1
 
 
-def test_cancel_finishes_a_claimed_effect_before_compensating_it(
+def test_cancel_settles_a_claimed_effect_by_key_then_compensates_it(
+    alice, make_effect_tool, note_agent
+):
+    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
+    EffectFactory(key=f"{run.id}:half", run=run, tool="fenced_write", args={"text": "a"})
+    make_effect_tool.downstream_has.add(f"{run.id}:half")  # the killed call did reach it
+    undone = compensation.run_compensate(run_id=str(run.id))
+    assert [e.key for e in undone] == [f"{run.id}:half:compensate"]
+    assert Effect.objects.get(key=f"{run.id}:half").status == "compensated"
+    # Compensation asked the downstream and undid it; it never called the write itself.
+    assert [name for name, _ in make_effect_tool] == ["erase"]
+
+
+def test_cancel_never_performs_the_first_call_of_a_claimed_effect(
     alice, make_effect_tool, note_agent
 ):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
     EffectFactory(key=f"{run.id}:half", run=run, tool="fenced_write", args={"text": "a"})
     undone = compensation.run_compensate(run_id=str(run.id))
-    assert [e.key for e in undone] == [f"{run.id}:half:compensate"]
-    assert Effect.objects.get(key=f"{run.id}:half").status == "compensated"
-    assert [name for name, _ in make_effect_tool] == ["write", "erase"]
+    # The downstream never saw the key: nothing happened, nothing to undo, nothing called.
+    assert undone == []
+    assert Effect.objects.get(key=f"{run.id}:half").status == "failed"
+    assert list(make_effect_tool) == []
 
 
 @pytest.fixture
@@ -151,7 +165,11 @@ def make_effect_tool():
 
     from agents.tools import ToolSpec, tool_register
 
-    calls: list[tuple[str, str | None]] = []
+    class Calls(list):
+        downstream_has: set[str]
+
+    calls = Calls()
+    calls.downstream_has = set()
 
     class TextArgs(BaseModel):
         text: str
@@ -172,6 +190,7 @@ def make_effect_tool():
             tier="write",
             run=write,
             compensate_with="fenced_erase",
+            lookup=lambda key: {"ok": True} if key in calls.downstream_has else None,
         )
     )
     tool_register(

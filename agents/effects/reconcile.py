@@ -1,0 +1,117 @@
+"""Settling effects whose outcome is unknown (invariant 13): ask the downstream by key.
+
+A timeout leaves an effect ``in_doubt``; a worker killed mid-call leaves it ``claimed``. Neither
+is assumed done or failed: the tool's ``lookup`` asks the downstream what happened under the
+key (as payment providers let you), and the row is settled as succeeded (with the downstream's
+result) or failed (it never acted). A tool without a lookup cannot be settled by the console: the
+effect is escalated to a person, once.
+
+Runs before a replay calls again (``ledger``), before compensation, and on the sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.models import Effect
+from agents.tools import ToolSpec, tool_find
+from audit.services import event_record
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "system:reconcile"
+UNSETTLED = (Effect.Status.CLAIMED, Effect.Status.IN_DOUBT)
+# Effects settled per sweep pass; the next pass continues.
+BATCH = 200
+
+Outcome = Literal["succeeded", "not_done", "unknown"]
+
+
+def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
+    """Ask the downstream about an unsettled effect and settle it: ``succeeded`` (the stored
+    result is the downstream's), ``not_done`` (failed: it never acted), or ``unknown`` (no lookup,
+    or the lookup itself failed: left as it is)."""
+    spec = spec or tool_find(effect.tool)
+    if spec is None or spec.lookup is None:
+        return "unknown"
+    try:
+        found = spec.lookup(effect.key)
+    except Exception:  # noqa: BLE001 - the downstream is down: try again on the next pass
+        logger.warning("lookup of %s failed; it stays %s", effect.key, effect.status, exc_info=True)
+        return "unknown"
+    if found is not None:
+        _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True)
+        return "succeeded"
+    _settle(
+        effect,
+        status=Effect.Status.FAILED,
+        fields={"error": "the downstream has no record of this key: it never acted"},
+        found=False,
+    )
+    return "not_done"
+
+
+def effect_escalate(effect: Effect, *, reason: str) -> bool:
+    """Hand an effect nobody can settle automatically to a person, once (audited)."""
+    with transaction.atomic():
+        marked = Effect.objects.filter(pk=effect.pk, escalated_at__isnull=True).update(
+            escalated_at=timezone.now()
+        )
+        if marked:
+            event_record(
+                action="effect.escalated",
+                actor=ACTOR,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={
+                    "key": effect.key,
+                    "tool": effect.tool,
+                    "args": effect.args,
+                    "status": effect.status,
+                    "reason": reason,
+                },
+            )
+    return bool(marked)
+
+
+def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
+    """The sweep's pass: settle the effects in doubt, escalate those that cannot be."""
+    counts = {"succeeded": 0, "not_done": 0, "escalated": 0}
+    due = Effect.objects.filter(status=Effect.Status.IN_DOUBT).order_by("updated_at", "id")
+    for effect in list(due[:limit]):
+        outcome = effect_reconcile(effect)
+        if outcome == "unknown":
+            reason = "no lookup by key: a person must say whether it happened"
+            counts["escalated"] += effect_escalate(effect, reason=reason)
+        else:
+            counts[outcome] += 1
+    return counts
+
+
+def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool) -> None:
+    with transaction.atomic():
+        settled = Effect.objects.filter(pk=effect.pk, status__in=UNSETTLED).update(
+            status=status, **fields
+        )
+        if settled:
+            event_record(
+                action="effect.reconciled",
+                actor=ACTOR,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={
+                    "key": effect.key,
+                    "tool": effect.tool,
+                    "was": effect.status,
+                    "now": status,
+                    "downstream_acted": found,
+                    **({"result": fields["result"]} if found else {}),
+                },
+            )
+    effect.refresh_from_db()
