@@ -198,7 +198,20 @@ CHECKPOINT_POOL_SIZE = env_int("CHECKPOINT_POOL_SIZE", 4, minimum=1)
 SANDBOX_EFFECT_DELAY_S = env_float("SANDBOX_EFFECT_DELAY_S", 0.0, minimum=0.0)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 30, minimum=2)
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 10.0, minimum=0.1)
-RUN_MAX_FAILURES = env_int("RUN_MAX_FAILURES", 3, minimum=1)
+# Failed advances, including advances that died mid-step (a killed or timed-out worker), before
+# a run is dead and escalated to a person.
+RUN_MAX_FAILURES = env_int("RUN_MAX_FAILURES", 5, minimum=1)
+# One advance (one django-q2 task) stops taking new steps after this long and continues in a
+# new task, and a tool call never waits past it: well below the task timeout (Q_TIMEOUT), which
+# would kill the task mid-step.
+RUN_ADVANCE_DEADLINE_SECONDS = env_float(
+    "RUN_ADVANCE_DEADLINE_SECONDS", round(Q_TIMEOUT * 0.6, 1), minimum=0.5
+)
+if RUN_ADVANCE_DEADLINE_SECONDS >= Q_TIMEOUT:
+    raise ImproperlyConfigured(
+        f"RUN_ADVANCE_DEADLINE_SECONDS ({RUN_ADVANCE_DEADLINE_SECONDS}) must be below "
+        f"Q_TIMEOUT ({Q_TIMEOUT})"
+    )
 RUN_MAX_STEPS = env_int("RUN_MAX_STEPS", 50, minimum=1)
 RUN_MAX_TOKENS = env_int("RUN_MAX_TOKENS", 50_000, minimum=1)
 TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)

@@ -11,15 +11,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agents.effects.calls import call_with_timeout
 from agents.effects.errors import (
     EffectApprovalMisuse,
     EffectArgsMismatch,
@@ -124,10 +123,19 @@ def _execute(
     _fence(run_id, compensating=compensating)
     attempts = 0
     max_attempts = settings.TOOL_MAX_RETRIES + 1
+    deadline = _config_value("deadline")
     while True:
         attempts += 1
+        timeout = settings.TOOL_TIMEOUT_SECONDS
+        if deadline is not None:
+            # No call waits past the advance's deadline (below the task timeout), and no retry
+            # starts after it: the run continues in a new task and the key keeps it single.
+            timeout = min(timeout, deadline - time.time())
+            if timeout <= 0.05:
+                max_attempts = attempts  # this is the last attempt
+                timeout = 0.05
         try:
-            result = _call_with_timeout(spec.run, args, key, settings.TOOL_TIMEOUT_SECONDS)
+            result = call_with_timeout(spec.run, args, key, timeout)
         except ToolTimeout as exc:
             if attempts >= max_attempts:
                 # No answer: the downstream may have acted. Unknown, not failed (invariant 13).
@@ -157,14 +165,18 @@ def _execute(
             return _succeed(effect, _json(result), attempts=attempts, args=args)
 
 
-def _lease_owner() -> str | None:
-    """The lease owner the runner put in the graph config, when called inside a run."""
+def _config_value(name: str) -> Any:
+    """What the runner put in the graph config ("lease_owner", "deadline"), inside a run."""
     try:
         from langgraph.config import get_config
 
-        return get_config().get("configurable", {}).get("lease_owner")
+        return get_config().get("configurable", {}).get(name)
     except RuntimeError:  # not inside a graph (compensation, tests): nothing to fence
         return None
+
+
+def _lease_owner() -> str | None:
+    return _config_value("lease_owner")
 
 
 def _fence(run_id: str, *, compensating: bool) -> None:
@@ -352,34 +364,6 @@ def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
             f"approval {approval_id} was decided in tier {approval.tier}, but its args now "
             f"fall in tier {tier}; a new approval is needed"
         )
-
-
-def _call_with_timeout(func: Any, args: dict[str, Any], key: str, timeout: float) -> dict[str, Any]:
-    """Call the downstream, giving up after ``timeout`` seconds (retryable, same key).
-
-    The call runs in a helper thread so a hung downstream cannot hold the run; a late answer
-    is harmless because the next attempt uses the same key. Inside an open transaction (only
-    a test case's, since the ledger's own blocks are durable) another thread could not see
-    the caller's uncommitted rows, so the call runs inline there.
-    """
-    if connection.in_atomic_block:
-        return func(args, key)
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="effect")
-    future = pool.submit(_in_thread, func, args, key)
-    try:
-        return future.result(timeout=timeout)
-    except FutureTimeout:
-        raise ToolTimeout(f"no answer within {timeout:g}s") from None
-    finally:
-        pool.shutdown(wait=False)
-
-
-def _in_thread(func: Any, args: dict[str, Any], key: str) -> dict[str, Any]:
-    try:
-        return func(args, key)
-    finally:
-        # This helper thread opened its own connection; do not leave it behind.
-        connections.close_all()
 
 
 def _backoff_delay(attempt: int) -> float:

@@ -9,8 +9,10 @@ requests (``hitl.protocol``), decided approvals become ``Command(resume=...)``.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from langgraph.types import Command
 
@@ -19,12 +21,13 @@ from agents.effects.errors import CompensationFailed, LeaseNotHeld, RunCancelled
 from agents.hitl import protocol
 from agents.runtime.budget import budget_check, budget_spend
 from agents.runtime.checkpoint import checkpointer_get, graph_for, jsonable, thread_config
-from agents.runtime.failures import failure_record
+from agents.runtime.failures import failure_record, recovery_record
 from agents.runtime.lease import Heartbeat, LeaseLost, lease_acquire, lease_owner_new, lease_release
 from agents.runtime.registry import UnknownAgent, agent_get, agent_is_registered
 from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
 from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
+from approvals.services import run_transitions_fenced
 from audit.services import event_record
 
 log = logging.getLogger(__name__)
@@ -37,7 +40,15 @@ def run_advance(*, run_id: Any) -> str:
     if run is None:
         return "skipped: leased elsewhere or unknown"
     try:
-        with Heartbeat(run_id=run.pk, owner=owner) as beat:
+        with (
+            run_transitions_fenced(lease_owner=owner),
+            Heartbeat(run_id=run.pk, owner=owner) as beat,
+        ):
+            if run.status == AgentRun.Status.RUNNING:  # the previous advance died mid-step
+                dead = recovery_record(run)
+                if dead is not None:
+                    return dead
+                run = AgentRun.objects.get(pk=run.pk)
             return _advance(run, beat)
     except (LeaseLost, LeaseNotHeld):
         return "stopped: lease lost"
@@ -49,7 +60,8 @@ def run_advance(*, run_id: Any) -> str:
             return _compensate_cancelled(fresh)
         return f"stopped: run is {fresh.status}"
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-        return failure_record(run, exc)
+        with run_transitions_fenced(lease_owner=owner):
+            return failure_record(run, exc)
     finally:
         lease_release(run_id=run.pk, owner=owner)
 
@@ -136,8 +148,11 @@ def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
 
 def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Heartbeat) -> str:
     config = thread_config(run, version=version)
-    # The ledger refuses to call downstream unless this worker still holds the lease.
+    # The ledger refuses to call downstream unless this worker still holds the lease, and no
+    # tool call waits past the advance's deadline (well below the task timeout).
+    deadline = time.time() + settings.RUN_ADVANCE_DEADLINE_SECONDS
     config["configurable"]["lease_owner"] = beat.owner
+    config["configurable"]["deadline"] = deadline
     for update in graph.stream(graph_input, config, stream_mode="updates", durability="sync"):
         budget_spend(run, update)
         fresh = AgentRun.objects.only(
@@ -148,6 +163,11 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
         if fresh.cancel_requested:
             return _compensate_cancelled(run)
         budget_check(fresh)
+        if time.time() > deadline:
+            # The step is checkpointed: continue in a new task before the task timeout kills us.
+            approval_services.run_mark_queued(run=run, reason="advance deadline reached")
+            approval_services.run_advance_enqueue(run_id=run.pk)
+            return "continuing: advance deadline reached"
     state = graph.get_state(thread_config(run))
     if state.interrupts:
         _sync_and_collect(run, state.interrupts)

@@ -124,6 +124,38 @@ def _failure_record(run: AgentRun, exc: Exception) -> str:
     return f"{'dead' if dead else 'failed'}: {error}"
 
 
+def recovery_record(run: AgentRun) -> str | None:
+    """The previous advance of ``run`` died mid-step (its worker was killed, or django-q2's task
+    timeout killed it): count it as a failure. Returns the outcome when that made the run dead
+    (escalated), None when the run may go on."""
+    previous = getattr(run, "previous_lease_owner", "") or "(released without finishing)"
+    try:
+        run = approval_services.run_record_recovery(run=run, previous_owner=previous)
+    except approval_services.RunStopped:
+        return "stopped: the run was cancelled or finished meanwhile"
+    if run.failure_count < settings.RUN_MAX_FAILURES:
+        return None
+    error = (
+        f"WorkerDied: the advance died mid-step {run.failure_count} times "
+        f"(last held by {previous}); a step may outlast the task timeout"
+    )
+    with transaction.atomic():
+        approval_services.run_mark_failed(run=run, error=error, dead=True)
+        event_record(
+            action="run.escalated",
+            actor=f"agent:{run.pk}",
+            run_id=run.pk,
+            data={
+                "error": error,
+                "failures": run.failure_count,
+                "retryable": True,
+                "agent": run.agent,
+                "input": run.input,
+            },
+        )
+    return f"dead: {error}"
+
+
 def _enqueue_later(run_id: Any, delay: float) -> None:
     from django_q.models import Schedule
     from django_q.tasks import schedule

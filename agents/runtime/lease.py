@@ -43,6 +43,8 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
         held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
         if held and run.lease_owner != owner:
             return None
+        # Who held it before: a run still "running" here means that advance died mid-step.
+        run.previous_lease_owner = run.lease_owner
         run.lease_owner = owner
         run.lease_expires_at = now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
         # Whatever asked for this advance is now being handled: we read the state after this.

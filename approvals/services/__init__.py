@@ -30,6 +30,7 @@ from approvals.services.policy import (
 )
 from approvals.services.requests import approval_requests_sync
 from approvals.services.runs import (
+    LeaseLostError,
     RunStopped,
     run_advance_enqueue,
     run_budget_add,
@@ -38,9 +39,12 @@ from approvals.services.runs import (
     run_mark_cancelled,
     run_mark_completed,
     run_mark_failed,
+    run_mark_queued,
     run_mark_running,
     run_mark_waiting,
     run_record_failure,
+    run_record_recovery,
+    run_transitions_fenced,
 )
 from approvals.services.sweep import (
     approval_escalate,
@@ -58,6 +62,7 @@ __all__ = [
     "DecisionForbidden",
     "DecisionInvalid",
     "PreviewRequired",
+    "LeaseLostError",
     "RunStopped",
     "approval_close",
     "approval_decide",
@@ -78,7 +83,10 @@ __all__ = [
     "run_mark_cancelled",
     "run_mark_completed",
     "run_mark_failed",
+    "run_mark_queued",
     "run_mark_running",
     "run_mark_waiting",
     "run_record_failure",
+    "run_record_recovery",
+    "run_transitions_fenced",
 ]

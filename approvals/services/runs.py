@@ -3,6 +3,9 @@ queueing an advance. Each records its audit event in the same transaction (invar
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +20,26 @@ from audit.services import event_record
 
 class RunStopped(Exception):
     """The run was cancelled or finished while a worker held it; the worker must stop."""
+
+
+class LeaseLostError(RunStopped):
+    """The worker making a transition no longer holds the run's lease (invariant 14)."""
+
+
+# The lease of the worker whose advance is making transitions in this context (set by the
+# runner around an advance): each transition is then conditional on that lease.
+_acting_lease: ContextVar[str | None] = ContextVar("acting_lease", default=None)
+
+
+@contextmanager
+def run_transitions_fenced(*, lease_owner: str) -> Iterator[None]:
+    """Inside, every run transition requires that ``lease_owner`` still holds the lease: a
+    worker that lost it (another took the run over) changes nothing."""
+    token = _acting_lease.set(lease_owner)
+    try:
+        yield
+    finally:
+        _acting_lease.reset(token)
 
 
 def run_advance_enqueue(*, run_id: Any) -> None:
@@ -74,6 +97,9 @@ def _run_transition(
 ) -> AgentRun:
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        acting = _acting_lease.get()
+        if acting is not None and locked.lease_owner != acting:
+            raise LeaseLostError(f"worker {acting} no longer holds the lease of run {locked.pk}")
         if locked.status != status and (locked.cancel_requested or locked.is_terminal):
             # A cancel (or an end) that landed while a worker ran must not be overwritten.
             raise RunStopped(f"run {locked.pk} is {locked.status}; not moving it to {status}")
@@ -93,6 +119,24 @@ def run_mark_running(*, run: AgentRun, resumed: bool) -> AgentRun:
         fields["resume_count"] = run.resume_count + 1
     action = "run.resumed" if resumed else "run.started"
     return _run_transition(run, status=AgentRun.Status.RUNNING, action=action, **fields)
+
+
+def run_mark_queued(*, run: AgentRun, reason: str) -> AgentRun:
+    """Back to the queue to continue in a new task (the advance reached its deadline)."""
+    return _run_transition(
+        run, status=AgentRun.Status.QUEUED, action="run.continued", data={"reason": reason}
+    )
+
+
+def run_record_recovery(*, run: AgentRun, previous_owner: str) -> AgentRun:
+    """An advance died mid-step (its worker was killed or timed out): it counts as a failure."""
+    return _run_transition(
+        run,
+        status=AgentRun.Status.RUNNING,
+        action="run.recovered",
+        data={"previous_owner": previous_owner, "failure_count": run.failure_count + 1},
+        failure_count=run.failure_count + 1,
+    )
 
 
 def run_mark_waiting(*, run: AgentRun) -> AgentRun:
