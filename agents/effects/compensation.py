@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
-
 from agents.effects.errors import CompensationFailed, ToolError
 from agents.effects.ledger import ACTOR, _execute
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
+from agents.effects.rows import effect_mark
 from agents.models import Effect
 from agents.tools import tool_find
-from audit.services import event_record
 
 logger = logging.getLogger(__name__)
 
@@ -49,25 +47,19 @@ def effect_compensate(*, effect: Effect) -> Effect | None:
         compensates=effect,
     )
     compensation = Effect.objects.get(key=comp_key)
-    with transaction.atomic(durable=True):
-        marked = Effect.objects.filter(pk=effect.pk, status=Effect.Status.SUCCEEDED).update(
-            status=Effect.Status.COMPENSATED
-        )
-        if marked:
-            event_record(
-                action="effect.compensated",
-                actor=ACTOR,
-                run_id=effect.run_id,
-                approval_id=effect.approval_id,
-                tool=effect.tool,
-                data={
-                    "key": effect.key,
-                    "compensation_key": comp_key,
-                    "compensation_tool": spec.compensate_with,
-                    "args": comp_args,
-                    "result": compensation.result,
-                },
-            )
+    effect_mark(
+        effect,
+        where={"status": Effect.Status.SUCCEEDED},
+        update={"status": Effect.Status.COMPENSATED},
+        action="effect.compensated",
+        actor=ACTOR,
+        data={
+            "compensation_key": comp_key,
+            "compensation_tool": spec.compensate_with,
+            "args": comp_args,
+            "result": compensation.result,
+        },
+    )
     effect.refresh_from_db()
     return compensation
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from django.db import transaction
 from django.utils import timezone
 
+from agents.effects.rows import effect_mark
 from agents.models import Effect
 from agents.tools import ToolSpec, tool_find
-from audit.services import event_record
 
 logger = logging.getLogger(__name__)
 
@@ -57,26 +56,14 @@ def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
 
 def effect_escalate(effect: Effect, *, reason: str) -> bool:
     """Hand an effect nobody can settle automatically to a person, once (audited)."""
-    with transaction.atomic():
-        marked = Effect.objects.filter(pk=effect.pk, escalated_at__isnull=True).update(
-            escalated_at=timezone.now()
-        )
-        if marked:
-            event_record(
-                action="effect.escalated",
-                actor=ACTOR,
-                run_id=effect.run_id,
-                approval_id=effect.approval_id,
-                tool=effect.tool,
-                data={
-                    "key": effect.key,
-                    "tool": effect.tool,
-                    "args": effect.args,
-                    "status": effect.status,
-                    "reason": reason,
-                },
-            )
-    return bool(marked)
+    return effect_mark(
+        effect,
+        where={"escalated_at__isnull": True},
+        update={"escalated_at": timezone.now()},
+        action="effect.escalated",
+        actor=ACTOR,
+        data={"args": effect.args, "status": effect.status, "reason": reason},
+    )
 
 
 def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
@@ -94,24 +81,17 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
 
 
 def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool) -> None:
-    with transaction.atomic():
-        settled = Effect.objects.filter(pk=effect.pk, status__in=UNSETTLED).update(
-            status=status, **fields
-        )
-        if settled:
-            event_record(
-                action="effect.reconciled",
-                actor=ACTOR,
-                run_id=effect.run_id,
-                approval_id=effect.approval_id,
-                tool=effect.tool,
-                data={
-                    "key": effect.key,
-                    "tool": effect.tool,
-                    "was": effect.status,
-                    "now": status,
-                    "downstream_acted": found,
-                    **({"result": fields["result"]} if found else {}),
-                },
-            )
+    effect_mark(
+        effect,
+        where={"status__in": UNSETTLED},
+        update={"status": status, **fields},
+        action="effect.reconciled",
+        actor=ACTOR,
+        data={
+            "was": effect.status,
+            "now": status,
+            "downstream_acted": found,
+            **({"result": fields["result"]} if found else {}),
+        },
+    )
     effect.refresh_from_db()

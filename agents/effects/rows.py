@@ -1,0 +1,36 @@
+"""The one way an effect row moves on: a conditional update and its audit event, together."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agents.models import Effect
+from audit.services import event_record
+
+
+def effect_mark(
+    effect: Effect,
+    *,
+    where: dict[str, Any],
+    update: dict[str, Any],
+    action: str,
+    actor: str,
+    data: dict[str, Any],
+) -> bool:
+    """Apply ``update`` to the effect if it still matches ``where`` (so two workers cannot both
+    move it), and record ``action`` in the same transaction (invariant 3). Returns whether it
+    moved."""
+    with transaction.atomic():
+        moved = Effect.objects.filter(pk=effect.pk, **where).update(**update)
+        if moved:
+            event_record(
+                action=action,
+                actor=actor,
+                run_id=effect.run_id,
+                approval_id=effect.approval_id,
+                tool=effect.tool,
+                data={"key": effect.key, "tool": effect.tool, **data},
+            )
+    return bool(moved)
