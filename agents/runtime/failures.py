@@ -106,22 +106,38 @@ def _failure_record(run: AgentRun, exc: Exception) -> str:
         _enqueue_later(run.pk, delay)
         return f"retrying in {delay:.1f}s: {error}"
     dead = retryable or not isinstance(exc, BudgetExceeded)
+    _escalate(
+        run,
+        error=error,
+        detail=detail,
+        dead=dead,
+        failures=run.failure_count + 1,
+        retryable=retryable,
+    )
+    return f"{'dead' if dead else 'failed'}: {error}"
+
+
+def _escalate(
+    run: AgentRun, *, error: str, detail: str, dead: bool, failures: int, retryable: bool
+) -> None:
+    """End the run (dead or failed) and hand it to a person with its full context."""
     with transaction.atomic():
-        approval_services.run_mark_failed(run=run, error=f"{error}\n\n{detail}", dead=dead)
+        approval_services.run_mark_failed(
+            run=run, error=f"{error}\n\n{detail}" if detail else error, dead=dead
+        )
         event_record(
             action="run.escalated",
             actor=f"agent:{run.pk}",
             run_id=run.pk,
             data={
                 "error": error,
-                "failures": run.failure_count + 1,
+                "failures": failures,
                 "retryable": retryable,
                 "agent": run.agent,
                 "input": run.input,
-                "traceback": detail,
+                **({"traceback": detail} if detail else {}),
             },
         )
-    return f"{'dead' if dead else 'failed'}: {error}"
 
 
 def recovery_record(run: AgentRun) -> str | None:
@@ -139,20 +155,7 @@ def recovery_record(run: AgentRun) -> str | None:
         f"WorkerDied: the advance died mid-step {run.failure_count} times "
         f"(last held by {previous}); a step may outlast the task timeout"
     )
-    with transaction.atomic():
-        approval_services.run_mark_failed(run=run, error=error, dead=True)
-        event_record(
-            action="run.escalated",
-            actor=f"agent:{run.pk}",
-            run_id=run.pk,
-            data={
-                "error": error,
-                "failures": run.failure_count,
-                "retryable": True,
-                "agent": run.agent,
-                "input": run.input,
-            },
-        )
+    _escalate(run, error=error, detail="", dead=True, failures=run.failure_count, retryable=True)
     return f"dead: {error}"
 
 
