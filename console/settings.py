@@ -216,6 +216,9 @@ RUN_MAX_STEPS = env_int("RUN_MAX_STEPS", 50, minimum=1)
 RUN_MAX_TOKENS = env_int("RUN_MAX_TOKENS", 50_000, minimum=1)
 TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 TOOL_MAX_RETRIES = env_int("TOOL_MAX_RETRIES", 3, minimum=0)
+# A lookup by key that finds nothing proves "it never acted" only once no call under that key
+# can still be in flight: this long after the last attempt (a timed-out call may still land).
+EFFECT_SETTLE_AFTER_SECONDS = env_int("EFFECT_SETTLE_AFTER_SECONDS", 600, minimum=0)
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000")
 

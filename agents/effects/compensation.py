@@ -79,7 +79,8 @@ def run_compensate(*, run_id: str) -> list[Effect]:
         run_id=run_id, status__in=UNSETTLED, compensates__isnull=True
     ).order_by("created_at", "id")
     for effect in list(unsettled):
-        if effect_reconcile(effect) == "unknown":
+        if effect_reconcile(effect) in ("unknown", "not_yet"):
+            # Not found may still mean "in flight": never concluded while a call could land.
             effect_escalate(effect, reason="in doubt when the run was cancelled: did it happen?")
             failed.append(effect.key)
     effects = Effect.objects.filter(

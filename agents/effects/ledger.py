@@ -23,13 +23,14 @@ from agents.effects.errors import (
     EffectApprovalMisuse,
     EffectArgsMismatch,
     EffectConflict,
+    EffectInDoubt,
     EffectTierRose,
     LeaseNotHeld,
     RetryableToolError,
     RunCancelled,
     ToolTimeout,
 )
-from agents.effects.reconcile import UNSETTLED, effect_reconcile
+from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.models import Effect
 from agents.tools import tool_find, tool_get
 from approvals import policy
@@ -116,13 +117,22 @@ def _execute(
         return effect.result
     if not fresh and effect.status in UNSETTLED:
         # An earlier attempt may have reached the downstream: ask it by key first.
-        if effect_reconcile(effect, spec) == "succeeded":
+        outcome = effect_reconcile(effect, spec)
+        if outcome == "succeeded":
             return effect.result
+        if outcome != "not_done" and not spec.takes_key:
+            # Calling again could do it twice, and the downstream cannot dedupe: a person says.
+            effect_escalate(effect, reason="a tool without idempotency key may have acted")
+            raise EffectInDoubt(
+                f"{tool} under {key} may have acted and cannot be asked or deduped: "
+                "a person must settle it"
+            )
         effect = _reclaim(effect)
 
     _fence(run_id, compensating=compensating)
     attempts = 0
-    max_attempts = settings.TOOL_MAX_RETRIES + 1
+    # A tool that cannot take the key is called at most once: no retry could be deduped.
+    max_attempts = settings.TOOL_MAX_RETRIES + 1 if spec.takes_key else 1
     deadline = _config_value("deadline")
     while True:
         attempts += 1
@@ -139,20 +149,17 @@ def _execute(
         except ToolTimeout as exc:
             if attempts >= max_attempts:
                 # No answer: the downstream may have acted. Unknown, not failed (invariant 13).
-                _finish(
-                    effect,
-                    status=Effect.Status.IN_DOUBT,
-                    fields={"error": f"{type(exc).__name__}: {exc}"},
-                    attempts=attempts,
-                    data={"args": args, "error": str(exc)},
-                )
+                _in_doubt(effect, exc, attempts=attempts, args=args)
                 raise
             delay = _backoff_delay(attempts)
             logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
             time.sleep(delay)
         except RetryableToolError as exc:
             if attempts >= max_attempts:
-                _fail(effect, exc, attempts=attempts, args=args)
+                if spec.takes_key:
+                    _fail(effect, exc, attempts=attempts, args=args)
+                else:  # a keyless downstream's 5xx does not say whether it acted
+                    _in_doubt(effect, exc, attempts=attempts, args=args)
                 raise
             delay = _backoff_delay(attempts)
             logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
@@ -247,7 +254,7 @@ def _claim(
         # Try again with the same key: the downstream dedupes, and a persistent error recurs.
         with transaction.atomic(durable=True):
             reclaimed = Effect.objects.filter(pk=effect.pk, status=Effect.Status.FAILED).update(
-                status=Effect.Status.CLAIMED, error=""
+                status=Effect.Status.CLAIMED, error="", updated_at=timezone.now()
             )
             if reclaimed:
                 event_record(
@@ -287,6 +294,16 @@ def _succeed(
     return effect.result
 
 
+def _in_doubt(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, Any]) -> None:
+    _finish(
+        effect,
+        status=Effect.Status.IN_DOUBT,
+        fields={"error": f"{type(exc).__name__}: {exc}"},
+        attempts=attempts,
+        data={"args": args, "error": str(exc)},
+    )
+
+
 def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, Any]) -> None:
     error = f"{type(exc).__name__}: {exc}"
     _finish(
@@ -304,7 +321,7 @@ def _finish(
     """Move a claimed effect to its outcome and audit it, once (a conditional update)."""
     with transaction.atomic(durable=True):
         updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
-            status=status, attempts=F("attempts") + attempts, **fields
+            status=status, attempts=F("attempts") + attempts, updated_at=timezone.now(), **fields
         )
         if updated:
             event_record(

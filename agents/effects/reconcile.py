@@ -11,9 +11,11 @@ Runs before a replay calls again (``ledger``), before compensation, and on the s
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any, Literal
 
+from django.conf import settings
 from django.utils import timezone
 
 from agents.effects.rows import effect_mark
@@ -27,13 +29,17 @@ UNSETTLED = (Effect.Status.CLAIMED, Effect.Status.IN_DOUBT)
 # Effects settled per sweep pass; the next pass continues.
 BATCH = 200
 
-Outcome = Literal["succeeded", "not_done", "unknown"]
+Outcome = Literal["succeeded", "not_done", "not_yet", "unknown"]
 
 
 def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
-    """Ask the downstream about an unsettled effect and settle it: ``succeeded`` (the stored
-    result is the downstream's), ``not_done`` (failed: it never acted), or ``unknown`` (no lookup,
-    or the lookup itself failed: left as it is)."""
+    """Ask the downstream about an unsettled effect and settle what can be settled.
+
+    ``succeeded``: it acted; the stored result is the downstream's. ``not_done``: it has no
+    record and no call can still land (EFFECT_SETTLE_AFTER_SECONDS after the last attempt):
+    failed, it never acted. ``not_yet``: no record, but a timed-out call may still land: left
+    as it is. ``unknown``: no lookup, or the lookup failed: left as it is.
+    """
     spec = spec or tool_find(effect.tool)
     if spec is None or spec.lookup is None:
         return "unknown"
@@ -45,6 +51,9 @@ def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
     if found is not None:
         _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True)
         return "succeeded"
+    quiet_since = timezone.now() - dt.timedelta(seconds=settings.EFFECT_SETTLE_AFTER_SECONDS)
+    if effect.updated_at > quiet_since:
+        return "not_yet"
     _settle(
         effect,
         status=Effect.Status.FAILED,
@@ -75,7 +84,7 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
         if outcome == "unknown":
             reason = "no lookup by key: a person must say whether it happened"
             counts["escalated"] += effect_escalate(effect, reason=reason)
-        else:
+        elif outcome in counts:
             counts[outcome] += 1
     return counts
 

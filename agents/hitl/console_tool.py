@@ -90,6 +90,8 @@ def _spec_for(tool: BaseTool, tier: str, blast_radius: str) -> ToolSpec:
         tier=tier,
         run=_tool_runner(tool.name),
         blast_radius=blast_radius,
+        # Without an idempotency_key argument the downstream cannot dedupe: at most once.
+        takes_key=IDEMPOTENCY_ARG in tool.get_input_schema().model_fields,
     )
 
 

@@ -17,7 +17,12 @@ from django.db import transaction
 from langgraph.types import Command
 
 from agents.effects.compensation import run_compensate
-from agents.effects.errors import CompensationFailed, LeaseNotHeld, RunCancelled
+from agents.effects.errors import (
+    CompensationFailed,
+    EffectInDoubt,
+    LeaseNotHeld,
+    RunCancelled,
+)
 from agents.hitl import protocol
 from agents.runtime.budget import budget_check, budget_spend
 from agents.runtime.checkpoint import checkpointer_get, graph_for, jsonable, thread_config
@@ -54,6 +59,10 @@ def run_advance(*, run_id: Any) -> str:
         return "stopped: lease lost"
     except RunCancelled:
         return _compensate_cancelled(AgentRun.objects.get(pk=run.pk))
+    except EffectInDoubt as exc:
+        # A person settles it (the effect is escalated); the run waits, flagged, not dead.
+        approval_services.run_flag(run=AgentRun.objects.get(pk=run.pk), reason=str(exc))
+        return "flagged: effect in doubt"
     except approval_services.RunStopped:
         fresh = AgentRun.objects.get(pk=run.pk)
         if fresh.cancel_requested:

@@ -39,6 +39,9 @@ class ToolSpec:
     # Asks the downstream what happened under an idempotency key, as real providers let you:
     # the stored result, or None when it never acted. Settles effects in doubt (invariant 13).
     lookup: Callable[[str], dict[str, Any] | None] | None = None
+    # Whether the downstream receives (and dedupes on) the idempotency key. A tool that cannot
+    # is called at most once: never retried, never called again on a replay (invariant 13).
+    takes_key: bool = True
 
     @property
     def has_side_effects(self) -> bool:

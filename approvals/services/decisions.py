@@ -255,6 +255,11 @@ def _edit_tier_check(*, approval: ApprovalRequest, user: Any, args: dict[str, An
     new_tier = policy.tier_for_call(tool=approval.tool, args=args, default_tier=approval.tier)
     if new_tier == approval.tier or policy.tier_level(new_tier) <= policy.tier_level(approval.tier):
         return
+    if ApprovalRequest.Decision.EDIT not in policy.tier_allowed_decisions(new_tier):
+        raise DecisionForbidden(
+            f"These args put {approval.tool} in tier {new_tier} (above {approval.tier}), "
+            f"which does not allow edits."
+        )
     allowed, _ = user_may_approve_tier(user=user, tier=new_tier)
     row = policy.tier_get(new_tier)
     if allowed and row is not None and row.required_group_id is not None:

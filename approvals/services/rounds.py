@@ -48,12 +48,12 @@ def tier_raise(
     now = timezone.now()
     row = policy.tier_get(new_tier)
     expires_at = now + dt.timedelta(seconds=policy.tier_ttl_seconds(new_tier))
-    allowed = [
-        d for d in approval.allowed_decisions if d in policy.tier_allowed_decisions(new_tier)
-    ]
+    by_tier = policy.tier_allowed_decisions(new_tier)
+    # What the agent can take, narrowed by the new tier; never a decision the tier forbids.
+    allowed = [d for d in approval.allowed_decisions if d in by_tier] or list(by_tier)
     approval.tier = new_tier
     approval.expires_at = expires_at
-    approval.allowed_decisions = allowed or approval.allowed_decisions
+    approval.allowed_decisions = allowed
     approval.escalated_at = None
     for field, value in due_times(tier=row, expires_at=expires_at).items():
         setattr(approval, field, value)

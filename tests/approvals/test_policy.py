@@ -216,3 +216,24 @@ def test_admin_user_fixture_is_not_an_approver(demo_policy, alice, admin_user):
     assert not User.objects.get(pk=admin_user.pk).groups.exists()
     with pytest.raises(DecisionForbidden):
         decide(approval, admin_user)
+
+
+def test_an_edit_into_a_tier_that_does_not_allow_edits_is_refused(demo_policy, alice, carol):
+    RiskTier.objects.filter(name="critical").update(allowed_decisions=["approve", "reject"])
+    approval = request_approval(
+        requester=alice, tier="write", args={"order_id": "A-1", "amount": 120}
+    )
+    with pytest.raises(DecisionForbidden, match="does not allow edits"):
+        decide(approval, carol, decision="edit", args={"order_id": "A-1", "amount": 900})
+    approval.refresh_from_db()
+    assert (approval.tier, approval.status) == ("write", ApprovalRequest.Status.PENDING)
+
+
+def test_a_raised_approval_takes_only_decisions_its_new_tier_allows(demo_policy, alice, carol):
+    RiskTier.objects.filter(name="critical").update(allowed_decisions=["approve", "edit", "reject"])
+    approval = request_approval(
+        requester=alice, tier="write", args={"order_id": "A-1", "amount": 120}
+    )
+    moved = decide(approval, carol, decision="edit", args={"order_id": "A-1", "amount": 900})
+    assert moved.allowed_decisions == ["approve", "edit", "reject"]
+    assert moved.payload["allowed_decisions"] == ["approve", "edit", "reject"]

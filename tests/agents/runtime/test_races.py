@@ -148,8 +148,9 @@ def test_cancel_settles_a_claimed_effect_by_key_then_compensates_it(
 
 
 def test_cancel_never_performs_the_first_call_of_a_claimed_effect(
-    alice, make_effect_tool, note_agent
+    alice, make_effect_tool, note_agent, settings
 ):
+    settings.EFFECT_SETTLE_AFTER_SECONDS = 0  # the claiming worker died long ago
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
     EffectFactory(key=f"{run.id}:half", run=run, tool="fenced_write", args={"text": "a"})
     undone = compensation.run_compensate(run_id=str(run.id))

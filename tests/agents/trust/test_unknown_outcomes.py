@@ -162,7 +162,8 @@ def test_a_400_fails_at_once(provider, run, settings):
     assert _effect(run).status == Effect.Status.FAILED
 
 
-def test_the_sweep_settles_effects_in_doubt_and_escalates_those_it_cannot(provider, run):
+def test_the_sweep_settles_effects_in_doubt_and_escalates_those_it_cannot(provider, run, settings):
+    settings.EFFECT_SETTLE_AFTER_SECONDS = 0  # no call under these keys can still land
     provider.script = ["act_then_timeout", "timeout"]
     with pytest.raises(ToolTimeout):
         _pay(run, "call-1")
@@ -253,3 +254,121 @@ def test_the_refund_saga_does_not_report_rolled_back_while_the_payment_went_thro
     assert outcome["status"] == "refunded"
     assert SandboxPayment.objects.filter(kind="refund").count() == 1
     assert not SandboxPayment.objects.filter(kind="refund_reversal").exists()
+
+
+class SlowProvider(Provider):
+    """Acts a while after it received the call: a timed-out call that still lands."""
+
+    def run(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
+        self.calls += 1
+        time.sleep(0.8)
+        return self.records.setdefault(key, {"paid": args["amount"], "ref": "late"})
+
+
+@pytest.fixture
+def slow_provider(settings, monkeypatch):
+    settings.TOOL_MAX_RETRIES = 0
+    settings.TOOL_TIMEOUT_SECONDS = 0.2
+    fake = SlowProvider()
+    tool_register(
+        ToolSpec(
+            name="slowpay",
+            description="p",
+            args_model=PayArgs,
+            tier="write",
+            run=fake.run,
+            lookup=fake.lookup,
+        )
+    )
+    yield fake
+    tool_unregister("slowpay")
+
+
+def _slow_pay(run: AgentRun) -> str:
+    key = f"{run.thread_id}:call-1"
+    with pytest.raises(ToolTimeout):
+        effect_execute(run_id=str(run.id), key=key, tool="slowpay", args={"amount": 500})
+    return key
+
+
+def test_the_sweep_does_not_call_a_call_in_flight_never_acted(slow_provider, run):
+    key = _slow_pay(run)
+    assert effects_reconcile() == {"succeeded": 0, "not_done": 0, "escalated": 0}
+    time.sleep(1.0)  # the late call lands
+    assert Effect.objects.get(key=key).status == Effect.Status.IN_DOUBT
+    assert effects_reconcile()["succeeded"] == 1
+    assert Effect.objects.get(key=key).status == Effect.Status.SUCCEEDED
+
+
+def test_compensation_escalates_a_call_in_flight_instead_of_calling_it_never_acted(
+    slow_provider, run
+):
+    from agents.effects.compensation import run_compensate
+    from agents.effects.errors import CompensationFailed
+
+    key = _slow_pay(run)
+    AgentRun.objects.filter(pk=run.pk).update(cancel_requested=True, status="cancelled")
+    with pytest.raises(CompensationFailed) as failed:
+        run_compensate(run_id=str(run.id))
+    assert failed.value.failed == [key]
+    assert Effect.objects.get(key=key).status == Effect.Status.IN_DOUBT
+    assert AuditEvent.objects.filter(action="effect.escalated", run_id=run.id).count() == 1
+    assert not AuditEvent.objects.filter(action="effect.reconciled", run_id=run.id).exists()
+
+
+def test_not_found_long_after_the_last_attempt_means_it_never_acted(provider, run, settings):
+    settings.EFFECT_SETTLE_AFTER_SECONDS = 0
+    provider.script = ["timeout"]
+    with pytest.raises(ToolTimeout):
+        _pay(run)
+    assert effects_reconcile()["not_done"] == 1
+    assert _effect(run).status == Effect.Status.FAILED
+
+
+class KeylessProvider:
+    """Cannot take the key and cannot be asked: every call that arrives pays."""
+
+    def __init__(self) -> None:
+        self.payments: list[int] = []
+        self.script: list[str] = []
+
+    def run(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
+        self.payments.append(args["amount"])
+        if self.script and self.script.pop(0) == "act_then_timeout":
+            raise ToolTimeout("acted, then the answer was lost")
+        return {"paid": args["amount"]}
+
+
+@pytest.fixture
+def keyless(settings, monkeypatch):
+    settings.TOOL_MAX_RETRIES = 3
+    monkeypatch.setattr(ledger, "RETRY_BASE_DELAY_S", 0.001)
+    fake = KeylessProvider()
+    tool_register(
+        ToolSpec(
+            name="keyless",
+            description="k",
+            args_model=PayArgs,
+            tier="write",
+            run=fake.run,
+            takes_key=False,
+        )
+    )
+    yield fake
+    tool_unregister("keyless")
+
+
+def test_a_tool_without_a_key_is_never_called_twice(keyless, run):
+    from agents.effects.errors import EffectInDoubt
+
+    keyless.script = ["act_then_timeout"]
+    key = f"{run.thread_id}:call-1"
+    with pytest.raises(ToolTimeout):  # no retry: it could not be deduped
+        effect_execute(run_id=str(run.id), key=key, tool="keyless", args={"amount": 500})
+    assert keyless.payments == [500]
+    effects_reconcile()
+    with pytest.raises(EffectInDoubt):  # the run's replay: a person settles it, no call
+        effect_execute(run_id=str(run.id), key=key, tool="keyless", args={"amount": 500})
+    assert keyless.payments == [500]
+    assert Effect.objects.get(key=key).status == Effect.Status.IN_DOUBT
+    assert AuditEvent.objects.filter(action="effect.escalated", run_id=run.id).count() == 1
