@@ -16,6 +16,14 @@ class EffectQuerySet(models.QuerySet):
         raise PermissionError("the effects ledger is append-only: delete is refused")
 
 
+class Settlement(models.TextChoices):
+    """A person's answer for an effect in doubt."""
+
+    DONE = "done", "It happened"
+    NOT_DONE = "not_done", "It did not happen: do not call it"
+    RETRY = "retry", "Call it again"
+
+
 class Effect(models.Model):
     """One side effect, claimed by its idempotency key before it runs (invariant 1).
 
@@ -57,6 +65,9 @@ class Effect(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Handed to a person because nobody can settle it automatically (once; invariant 13).
     escalated_at = models.DateTimeField(null=True, blank=True)
+    # What that person said: it happened, it did not (and must not be called), call it again.
+    settlement = models.CharField(max_length=10, blank=True)
+    settled_by = models.CharField(max_length=150, blank=True)
 
     objects = EffectQuerySet.as_manager()
 

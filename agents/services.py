@@ -9,7 +9,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents.models import RunStartKey
+from agents.effects.reconcile import UNSETTLED
+from agents.effects.rows import effect_mark
+from agents.models import Effect, RunStartKey, Settlement
 from agents.runtime.checkpoint import thread_config
 from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
@@ -41,6 +43,12 @@ class IdempotencyMismatch(RunStartError):
 
 class IdempotencyInFlight(RunStartError):
     """The first request with this key is still being processed (409)."""
+
+    status_code = 409
+
+
+class SettleRefused(ApplicationError):
+    """The effect cannot be settled by this person now."""
 
     status_code = 409
 
@@ -195,3 +203,47 @@ def run_state_view_audit(
             request=request,
             data={"checkpoint_id": checkpoint_id},
         )
+
+
+def effect_settle(
+    *, effect: Effect, outcome: str, user: Any, note: str = "", request: Any = None
+) -> Effect:
+    """A person's answer for an effect the console could not settle (invariant 13): it happened
+    (``done``), it did not and must not be called (``not_done``), or call it once more
+    (``retry``). Audited; once no effect of the run waits for a person, the run goes on."""
+    if not (user.is_superuser or user.has_perm("approvals.decide")):
+        raise SettleRefused("Only reviewers may settle effects.", errors={"outcome": "forbidden"})
+    if outcome not in Settlement.values:
+        raise SettleRefused(
+            "Unknown answer.", errors={"outcome": f"must be one of {', '.join(Settlement.values)}"}
+        )
+    if effect.status not in UNSETTLED or effect.escalated_at is None:
+        raise SettleRefused(
+            f"This effect is {effect.status} and waits for nobody.", errors={"outcome": "settled"}
+        )
+    name = user.get_username()
+    said = f"settled by {name}: {Settlement(outcome).label.lower()}"
+    if outcome == Settlement.DONE:
+        update = {"status": Effect.Status.SUCCEEDED, "result": {"settled_by": name, "note": note}}
+    else:
+        update = {"status": Effect.Status.FAILED, "error": said}
+    with transaction.atomic():
+        moved = effect_mark(
+            effect,
+            where={"status__in": UNSETTLED, "escalated_at__isnull": False},
+            update={**update, "settlement": outcome, "settled_by": name},
+            action="effect.settled",
+            actor=user,
+            data={"outcome": outcome, "note": note, "was": effect.status},
+        )
+        if not moved:
+            raise SettleRefused("Someone settled it first.", errors={"outcome": "settled"})
+        waiting = Effect.objects.filter(
+            run_id=effect.run_id, status__in=UNSETTLED, escalated_at__isnull=False
+        ).exclude(pk=effect.pk)
+        if not waiting.exists():
+            approval_services.run_unflag(
+                run=effect.run, user=user, reason=f"{effect.key}: {said}", request=request
+            )
+    effect.refresh_from_db()
+    return effect

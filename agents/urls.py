@@ -15,4 +15,9 @@ urlpatterns = [
     path("<uuid:pk>/cancel/", views.run_cancel_view, name="run-cancel"),
     path("<uuid:pk>/steps/<str:checkpoint_id>/", views.run_step, name="run-step"),
     path("<uuid:pk>/fork/", views.run_fork_view, name="run-fork"),
+    path(
+        "<uuid:pk>/effects/<int:effect_id>/settle/",
+        views.effect_settle_view,
+        name="effect-settle",
+    ),
 ]

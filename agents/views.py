@@ -22,6 +22,7 @@ from agents.models import (
     SandboxNotification,
     SandboxPayment,
     SandboxTicket,
+    Settlement,
 )
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
@@ -29,6 +30,7 @@ from approvals.permissions import user_may_cancel
 from approvals.selectors import run_approvals, run_get, run_list
 from audit.models import AuditEvent
 from audit.selectors import event_filter
+from core.errors import ApplicationError
 from core.pagination import keyset_page
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,8 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
         "sandbox": sandbox,
         "events": event_filter(AuditEvent.objects.all(), filters={"run": run.pk}).order_by("seq"),
         "may_cancel": not run.is_terminal and user_may_cancel(user=request.user, run=run),
+        "may_settle": request.user.is_superuser or request.user.has_perm("approvals.decide"),
+        "settlements": Settlement.choices,
         "time_travel": _time_travel_allowed(request),
     }
     return render(request, "agents/run_detail.html", context)
@@ -189,3 +193,26 @@ def run_fork_view(request: HttpRequest, pk: Any) -> HttpResponse:
         return redirect("agents:run", pk=run.pk)
     messages.success(request, f"Forked a new run from step {checkpoint_id[:12]}.")
     return redirect("agents:run", pk=child.pk)
+
+
+@require_POST
+@login_required
+def effect_settle_view(request: HttpRequest, pk: Any, effect_id: int) -> HttpResponse:
+    """A person's answer for an effect in doubt (it happened / it did not / call it again)."""
+    run = _visible_run(request, pk)
+    effect = run.effects.filter(pk=effect_id).first()
+    if effect is None:
+        raise Http404("No such effect in this run.")
+    try:
+        services.effect_settle(
+            effect=effect,
+            outcome=request.POST.get("outcome", ""),
+            user=request.user,
+            note=request.POST.get("note", "")[:500],
+            request=request,
+        )
+    except ApplicationError as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(request, f"Settled {effect.tool}; the run goes on.")
+    return redirect("agents:run", pk=run.pk)

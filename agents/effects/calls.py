@@ -1,7 +1,9 @@
-"""One call of a downstream system, bounded in time (the ledger decides whether to retry)."""
+"""One call of a downstream system, bounded in time (the ledger decides whether to retry),
+and args as the database stores them."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 from django.db import connection, connections
 
 from agents.effects.errors import ToolTimeout
+from audit.canonical import canonical_json
 
 
 def call_with_timeout(func: Any, args: dict[str, Any], key: str, timeout: float) -> dict[str, Any]:
@@ -37,3 +40,8 @@ def _in_thread(func: Any, args: dict[str, Any], key: str) -> dict[str, Any]:
     finally:
         # This helper thread opened its own connection; do not leave it behind.
         connections.close_all()
+
+
+def as_stored_json(value: Any) -> Any:
+    """The value as the database will give it back (Decimal -> str, tuples -> lists)."""
+    return json.loads(canonical_json(value))

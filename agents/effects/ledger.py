@@ -18,24 +18,23 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agents.effects.authorize import approval_authorize
+from agents.effects.calls import as_stored_json as _json
 from agents.effects.calls import call_with_timeout
 from agents.effects.errors import (
-    EffectApprovalMisuse,
-    EffectArgsMismatch,
     EffectConflict,
     EffectInDoubt,
-    EffectTierRose,
     LeaseNotHeld,
     RetryableToolError,
     RunCancelled,
+    ToolError,
     ToolTimeout,
 )
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
-from agents.models import Effect
-from agents.tools import tool_find, tool_get
-from approvals import policy
-from approvals.models import AgentRun, ApprovalRequest
-from audit.canonical import canonical_json, payload_hash
+from agents.models import Effect, Settlement
+from agents.tools import tool_get
+from approvals.models import AgentRun
+from audit.canonical import payload_hash
 from audit.services import event_record
 
 logger = logging.getLogger(__name__)
@@ -101,8 +100,13 @@ def _execute(
     # Cancel and lease before anything is claimed (invariants 6 and 14).
     _fence(run_id, compensating=compensating)
     if approval_id is not None:
-        _check_approved_args(approval_id=approval_id, args=_json(approved_args))
-        _spend(approval_id=approval_id, run_id=run_id, key=key, action_key=action_key or key)
+        approval_authorize(
+            approval_id=approval_id,
+            run_id=run_id,
+            key=key,
+            action_key=action_key or key,
+            approved_args=_json(approved_args),
+        )
 
     effect, fresh = _claim(
         run_id=run_id,
@@ -251,10 +255,16 @@ def _claim(
             f"(fingerprint {effect.args_fingerprint[:12]}, now {fingerprint[:12]})"
         )
     if effect.status == Effect.Status.FAILED:
+        if effect.settlement == Settlement.NOT_DONE:
+            raise ToolError(
+                f"{tool} was not called: {effect.settled_by} settled it as not done", status=409
+            )
         # Try again with the same key: the downstream dedupes, and a persistent error recurs.
+        # A person's "call it again" authorizes exactly one more call (settlement cleared).
+        authorized = effect.settlement == Settlement.RETRY
         with transaction.atomic(durable=True):
             reclaimed = Effect.objects.filter(pk=effect.pk, status=Effect.Status.FAILED).update(
-                status=Effect.Status.CLAIMED, error="", updated_at=timezone.now()
+                status=Effect.Status.CLAIMED, error="", settlement="", updated_at=timezone.now()
             )
             if reclaimed:
                 event_record(
@@ -266,6 +276,7 @@ def _claim(
                     data={"key": key, "args_fingerprint": fingerprint, "after_failure": True},
                 )
         effect.refresh_from_db()
+        return effect, authorized and bool(reclaimed)
     return effect, False
 
 
@@ -334,62 +345,6 @@ def _finish(
             )
 
 
-def _spend(*, approval_id: int, run_id: str, key: str, action_key: str) -> None:
-    """Bind the approval to this run's one action (a conditional write: the first key wins).
-
-    Another run presenting it, or another action of the same run, is refused and audited.
-    """
-    approval = ApprovalRequest.objects.only("run_id", "spent_key").get(pk=approval_id)
-    reason = ""
-    if str(approval.run_id) != str(run_id):
-        reason = f"approval {approval_id} belongs to run {approval.run_id}, not run {run_id}"
-    elif approval.spent_key != action_key:
-        ApprovalRequest.objects.filter(pk=approval_id, spent_key="").update(spent_key=action_key)
-        spent = ApprovalRequest.objects.values_list("spent_key", flat=True).get(pk=approval_id)
-        if spent != action_key:
-            reason = f"approval {approval_id} already authorized {spent}, not {action_key}"
-    if not reason:
-        return
-    with transaction.atomic():
-        event_record(
-            action="effect.refused",
-            actor=ACTOR,
-            run_id=run_id,
-            approval_id=approval_id,
-            data={"key": key, "action_key": action_key, "reason": reason},
-        )
-    raise EffectApprovalMisuse(reason)
-
-
-def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
-    approval = ApprovalRequest.objects.get(pk=approval_id)
-    if approval.status not in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED):
-        raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
-    decision = approval.decision or {}
-    approved = decision["args"] if decision.get("args") is not None else approval.args
-    if payload_hash(_json(approved)) != payload_hash(args):
-        raise EffectArgsMismatch(
-            f"args differ from the args approved in approval {approval_id}: "
-            f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"
-        )
-    spec = tool_find(approval.tool)
-    tier = policy.tier_for_call(
-        tool=approval.tool, args=approved, default_tier=spec.tier if spec else approval.tier
-    )
-    if policy.tier_level(tier) > policy.tier_level(approval.tier):
-        raise EffectTierRose(
-            f"approval {approval_id} was decided in tier {approval.tier}, but its args now "
-            f"fall in tier {tier}; a new approval is needed"
-        )
-
-
 def _backoff_delay(attempt: int) -> float:
     base = RETRY_BASE_DELAY_S * (2 ** (attempt - 1))
     return min(RETRY_MAX_DELAY_S, base * (1 + random.random() * 0.5))
-
-
-def _json(value: Any) -> Any:
-    """The value as the database will give it back (Decimal -> str, tuples -> lists)."""
-    import json
-
-    return json.loads(canonical_json(value))

@@ -45,6 +45,7 @@ from approvals.services.runs import (
     run_record_failure,
     run_record_recovery,
     run_transitions_fenced,
+    run_unflag,
 )
 from approvals.services.sweep import (
     approval_escalate,
@@ -89,4 +90,5 @@ __all__ = [
     "run_record_failure",
     "run_record_recovery",
     "run_transitions_fenced",
+    "run_unflag",
 ]

@@ -206,6 +206,26 @@ def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
     )
 
 
+def run_unflag(*, run: AgentRun, user: Any, reason: str, request: Any = None) -> AgentRun:
+    """A person cleared what the run was flagged for; its next advance goes on."""
+    with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if not locked.flag:
+            return locked
+        previous = locked.flag
+        locked.flag = ""
+        locked.save(update_fields=["flag", "updated_at"])
+        event_record(
+            action="run.unflagged",
+            actor=user,
+            run_id=locked.id,
+            data={"flag": previous, "reason": reason},
+            request=request,
+        )
+        run_advance_enqueue(run_id=locked.id)
+    return locked
+
+
 def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> AgentRun:
     """Cancel the run and close its pending approvals as rejected by system:cancel."""
     with transaction.atomic():

@@ -1,0 +1,75 @@
+"""Whether an approval authorizes this effect (invariants 5, 11 and 12): decided, for exactly
+these args, still in its tier under the policy in force, of this run, and for this one action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agents.effects.calls import as_stored_json as _json
+from agents.effects.errors import EffectApprovalMisuse, EffectArgsMismatch, EffectTierRose
+from agents.tools import tool_find
+from approvals import policy
+from approvals.models import ApprovalRequest
+from audit.canonical import canonical_json, payload_hash
+from audit.services import event_record
+
+ACTOR = "system:ledger"
+
+
+def approval_authorize(
+    *, approval_id: int, run_id: str, key: str, action_key: str, approved_args: dict[str, Any]
+) -> None:
+    """Raise unless the approval authorizes running ``approved_args`` under ``action_key``."""
+    _check_approved_args(approval_id=approval_id, args=approved_args)
+    _spend(approval_id=approval_id, run_id=run_id, key=key, action_key=action_key)
+
+
+def _spend(*, approval_id: int, run_id: str, key: str, action_key: str) -> None:
+    """Bind the approval to this run's one action (a conditional write: the first key wins).
+
+    Another run presenting it, or another action of the same run, is refused and audited.
+    """
+    approval = ApprovalRequest.objects.only("run_id", "spent_key").get(pk=approval_id)
+    reason = ""
+    if str(approval.run_id) != str(run_id):
+        reason = f"approval {approval_id} belongs to run {approval.run_id}, not run {run_id}"
+    elif approval.spent_key != action_key:
+        ApprovalRequest.objects.filter(pk=approval_id, spent_key="").update(spent_key=action_key)
+        spent = ApprovalRequest.objects.values_list("spent_key", flat=True).get(pk=approval_id)
+        if spent != action_key:
+            reason = f"approval {approval_id} already authorized {spent}, not {action_key}"
+    if not reason:
+        return
+    with transaction.atomic():
+        event_record(
+            action="effect.refused",
+            actor=ACTOR,
+            run_id=run_id,
+            approval_id=approval_id,
+            data={"key": key, "action_key": action_key, "reason": reason},
+        )
+    raise EffectApprovalMisuse(reason)
+
+
+def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
+    approval = ApprovalRequest.objects.get(pk=approval_id)
+    if approval.status not in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED):
+        raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
+    decision = approval.decision or {}
+    approved = decision["args"] if decision.get("args") is not None else approval.args
+    if payload_hash(_json(approved)) != payload_hash(args):
+        raise EffectArgsMismatch(
+            f"args differ from the args approved in approval {approval_id}: "
+            f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"
+        )
+    spec = tool_find(approval.tool)
+    tier = policy.tier_for_call(
+        tool=approval.tool, args=approved, default_tier=spec.tier if spec else approval.tier
+    )
+    if policy.tier_level(tier) > policy.tier_level(approval.tier):
+        raise EffectTierRose(
+            f"approval {approval_id} was decided in tier {approval.tier}, but its args now "
+            f"fall in tier {tier}; a new approval is needed"
+        )

@@ -1,0 +1,133 @@
+"""A person settles an effect the console could not (invariant 13): it happened, it did not
+(and is not called), or call it once more. Audited; the flagged run goes on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agents.effects import ledger
+from agents.effects.errors import EffectInDoubt, ToolError, ToolTimeout
+from agents.effects.ledger import effect_execute
+from agents.effects.reconcile import effects_reconcile
+from agents.models import Effect
+from agents.services import SettleRefused, effect_settle
+from agents.tools import ToolSpec, tool_register, tool_unregister
+from approvals.models import AgentRun
+from approvals.services import run_flag
+from audit.models import AuditEvent
+from tests.support.factories import RunFactory
+from tests.support.people import client_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("queued")]
+
+
+class PayArgs(BaseModel):
+    amount: int
+
+
+class Keyless:
+    def __init__(self) -> None:
+        self.payments: list[int] = []
+        self.lose_answer = True
+
+    def run(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
+        self.payments.append(args["amount"])
+        if self.lose_answer:
+            self.lose_answer = False
+            raise ToolTimeout("acted, then the answer was lost")
+        return {"paid": args["amount"]}
+
+
+@pytest.fixture
+def escalated(settings, monkeypatch, alice):
+    """A keyless payment that went in doubt, was escalated, and flagged its run."""
+    settings.TOOL_MAX_RETRIES = 0
+    monkeypatch.setattr(ledger, "RETRY_BASE_DELAY_S", 0.001)
+    downstream = Keyless()
+    tool_register(
+        ToolSpec(
+            name="kpay",
+            description="k",
+            args_model=PayArgs,
+            tier="write",
+            run=downstream.run,
+            takes_key=False,
+        )
+    )
+    run = RunFactory(requested_by=alice)
+    key = f"{run.thread_id}:call-1"
+    with pytest.raises(ToolTimeout):
+        effect_execute(run_id=str(run.id), key=key, tool="kpay", args={"amount": 70})
+    with pytest.raises(EffectInDoubt) as doubt:
+        effect_execute(run_id=str(run.id), key=key, tool="kpay", args={"amount": 70})
+    run_flag(run=run, reason=str(doubt.value))
+    yield run, Effect.objects.get(key=key), downstream
+    tool_unregister("kpay")
+
+
+def _replay(run: AgentRun, effect: Effect) -> Any:
+    return effect_execute(run_id=str(run.id), key=effect.key, tool="kpay", args={"amount": 70})
+
+
+def test_it_happened_keeps_it_once_and_the_run_goes_on(escalated, bob):
+    run, effect, downstream = escalated
+    settled = effect_settle(effect=effect, outcome="done", user=bob, note="seen in the bank")
+    assert settled.status == Effect.Status.SUCCEEDED
+    assert _replay(run, effect) == {"settled_by": "bob", "note": "seen in the bank"}
+    assert downstream.payments == [70]
+    run.refresh_from_db()
+    assert run.flag == ""
+    assert AuditEvent.objects.filter(action="effect.settled", run_id=run.id).count() == 1
+    assert AuditEvent.objects.filter(action="run.unflagged", run_id=run.id).count() == 1
+
+
+def test_it_did_not_happen_means_it_is_not_called(escalated, bob):
+    run, effect, downstream = escalated
+    effect_settle(effect=effect, outcome="not_done", user=bob)
+    with pytest.raises(ToolError, match="settled it as not done"):
+        _replay(run, effect)
+    assert downstream.payments == [70]
+
+
+def test_call_it_again_allows_exactly_one_more_call(escalated, bob):
+    run, effect, downstream = escalated
+    effect_settle(effect=effect, outcome="retry", user=bob)
+    assert _replay(run, effect) == {"paid": 70}
+    assert _replay(run, effect) == {"paid": 70}  # stored: no third call
+    assert downstream.payments == [70, 70]
+
+
+def test_only_reviewers_settle_and_only_once(escalated, bob, dave):
+    run, effect, downstream = escalated
+    with pytest.raises(SettleRefused):
+        effect_settle(effect=effect, outcome="done", user=dave)
+    effect_settle(effect=effect, outcome="done", user=bob)
+    with pytest.raises(SettleRefused):
+        effect_settle(effect=effect, outcome="retry", user=bob)
+
+
+def test_the_run_page_offers_the_answer_and_settles(escalated, bob, dave):
+    run, effect, downstream = escalated
+    page = client_for(bob).get(f"/runs/{run.pk}/").content.decode()
+    assert "Waiting for a person" in page and "It did not happen" in page
+    response = client_for(bob).post(
+        f"/runs/{run.pk}/effects/{effect.pk}/settle/", {"outcome": "not_done", "note": "no"}
+    )
+    assert response.status_code == 302
+    effect.refresh_from_db()
+    assert effect.settlement == "not_done" and effect.settled_by == "bob"
+    assert (
+        client_for(dave)
+        .post(f"/runs/{run.pk}/effects/{effect.pk}/settle/", {"outcome": "done"})
+        .status_code
+        == 404
+    )  # dave does not see alice's run
+
+
+def test_the_sweep_escalates_it_once(escalated):
+    run, effect, downstream = escalated
+    assert effects_reconcile()["escalated"] == 0  # already escalated by the replay
+    assert AuditEvent.objects.filter(action="effect.escalated", run_id=run.id).count() == 1
