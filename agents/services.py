@@ -213,6 +213,11 @@ def effect_settle(
     (``retry``). Audited; once no effect of the run waits for a person, the run goes on."""
     if not (user.is_superuser or user.has_perm("approvals.decide")):
         raise SettleRefused("Only reviewers may settle effects.", errors={"outcome": "forbidden"})
+    if effect.run.requested_by_id == user.pk:
+        raise SettleRefused(
+            "You requested this run; someone else must settle its effects (four eyes).",
+            errors={"outcome": "forbidden"},
+        )
     if outcome not in Settlement.values:
         raise SettleRefused(
             "Unknown answer.", errors={"outcome": f"must be one of {', '.join(Settlement.values)}"}

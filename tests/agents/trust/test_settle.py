@@ -100,10 +100,13 @@ def test_call_it_again_allows_exactly_one_more_call(escalated, bob):
     assert downstream.payments == [70, 70]
 
 
-def test_only_reviewers_settle_and_only_once(escalated, bob, dave):
+def test_only_reviewers_settle_and_only_once(escalated, alice, bob, dave):
     run, effect, downstream = escalated
     with pytest.raises(SettleRefused):
         effect_settle(effect=effect, outcome="done", user=dave)
+    alice.user_permissions.add(*bob.user_permissions.all())  # a reviewer, but the requester
+    with pytest.raises(SettleRefused, match="four eyes"):
+        effect_settle(effect=effect, outcome="done", user=alice)
     effect_settle(effect=effect, outcome="done", user=bob)
     with pytest.raises(SettleRefused):
         effect_settle(effect=effect, outcome="retry", user=bob)
