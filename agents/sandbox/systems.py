@@ -67,9 +67,13 @@ def _write(
     return row
 
 
-def _lookup(model: type[Row], key: str) -> Row | None:
-    """What the system did under ``key``, as a provider's "retrieve by idempotency key" API."""
-    return model.objects.filter(idempotency_key=key).first()
+def _lookup(
+    model: type[Row], key: str, result: Callable[[Row], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """What the system did under ``key``, as a provider's "retrieve by idempotency key" API:
+    the answer it gave then, or None when it never acted."""
+    row = model.objects.filter(idempotency_key=key).first()
+    return result(row) if row is not None else None
 
 
 def _effect_delay() -> None:
@@ -105,8 +109,7 @@ def ticket_create(
 
 
 def ticket_lookup(key: str) -> dict[str, Any] | None:
-    row = _lookup(SandboxTicket, key)
-    return ticket_result(row) if row else None
+    return _lookup(SandboxTicket, key, ticket_result)
 
 
 def ticket_close(*, key: str | None, ticket_id: int) -> dict[str, Any]:
@@ -150,8 +153,7 @@ def deploy_result(deploy: SandboxDeploy) -> dict[str, Any]:
 
 
 def deploy_lookup(key: str) -> dict[str, Any] | None:
-    row = _lookup(SandboxDeploy, key)
-    return deploy_result(row) if row else None
+    return _lookup(SandboxDeploy, key, deploy_result)
 
 
 def deploy_record(
@@ -215,8 +217,7 @@ def payment_result(payment: SandboxPayment) -> dict[str, Any]:
 
 
 def payment_lookup(key: str) -> dict[str, Any] | None:
-    row = _lookup(SandboxPayment, key)
-    return payment_result(row) if row else None
+    return _lookup(SandboxPayment, key, payment_result)
 
 
 def payment_refund(
@@ -279,8 +280,7 @@ def inventory_result(row: SandboxInventoryMovement) -> dict[str, Any]:
 
 
 def inventory_lookup(key: str) -> dict[str, Any] | None:
-    row = _lookup(SandboxInventoryMovement, key)
-    return inventory_result(row) if row else None
+    return _lookup(SandboxInventoryMovement, key, inventory_result)
 
 
 # --- notifications ---------------------------------------------------------------------------
@@ -303,5 +303,4 @@ def notification_result(row: SandboxNotification) -> dict[str, Any]:
 
 
 def notification_lookup(key: str) -> dict[str, Any] | None:
-    row = _lookup(SandboxNotification, key)
-    return notification_result(row) if row else None
+    return _lookup(SandboxNotification, key, notification_result)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agents.effects import ledger
 from agents.effects.errors import EffectInDoubt, ToolError, ToolTimeout
@@ -14,31 +13,15 @@ from agents.effects.ledger import effect_execute
 from agents.effects.reconcile import effects_reconcile
 from agents.models import Effect
 from agents.services import SettleRefused, effect_settle
-from agents.tools import ToolSpec, tool_register, tool_unregister
+from agents.tools import tool_unregister
 from approvals.models import AgentRun
 from approvals.services import run_flag
 from audit.models import AuditEvent
 from tests.support.factories import RunFactory
 from tests.support.people import client_for
+from tests.support.providers import KeylessProvider, keyless_tool_register
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("queued")]
-
-
-class PayArgs(BaseModel):
-    amount: int
-
-
-class Keyless:
-    def __init__(self) -> None:
-        self.payments: list[int] = []
-        self.lose_answer = True
-
-    def run(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
-        self.payments.append(args["amount"])
-        if self.lose_answer:
-            self.lose_answer = False
-            raise ToolTimeout("acted, then the answer was lost")
-        return {"paid": args["amount"]}
 
 
 @pytest.fixture
@@ -46,17 +29,8 @@ def escalated(settings, monkeypatch, alice):
     """A keyless payment that went in doubt, was escalated, and flagged its run."""
     settings.TOOL_MAX_RETRIES = 0
     monkeypatch.setattr(ledger, "RETRY_BASE_DELAY_S", 0.001)
-    downstream = Keyless()
-    tool_register(
-        ToolSpec(
-            name="kpay",
-            description="k",
-            args_model=PayArgs,
-            tier="write",
-            run=downstream.run,
-            takes_key=False,
-        )
-    )
+    downstream = KeylessProvider("act_then_timeout")
+    keyless_tool_register("kpay", downstream)
     run = RunFactory(requested_by=alice)
     key = f"{run.thread_id}:call-1"
     with pytest.raises(ToolTimeout):

@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agents.effects import ledger
 from agents.effects.errors import RunCancelled, ToolError, ToolTimeout
@@ -21,12 +20,9 @@ from agents.tools import ToolSpec, tool_register, tool_unregister
 from approvals.models import AgentRun
 from audit.models import AuditEvent
 from tests.support.factories import RunFactory
+from tests.support.providers import KeylessProvider, PayArgs, keyless_tool_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class PayArgs(BaseModel):
-    amount: int
 
 
 class Provider:
@@ -325,35 +321,12 @@ def test_not_found_long_after_the_last_attempt_means_it_never_acted(provider, ru
     assert _effect(run).status == Effect.Status.FAILED
 
 
-class KeylessProvider:
-    """Cannot take the key and cannot be asked: every call that arrives pays."""
-
-    def __init__(self) -> None:
-        self.payments: list[int] = []
-        self.script: list[str] = []
-
-    def run(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
-        self.payments.append(args["amount"])
-        if self.script and self.script.pop(0) == "act_then_timeout":
-            raise ToolTimeout("acted, then the answer was lost")
-        return {"paid": args["amount"]}
-
-
 @pytest.fixture
 def keyless(settings, monkeypatch):
     settings.TOOL_MAX_RETRIES = 3
     monkeypatch.setattr(ledger, "RETRY_BASE_DELAY_S", 0.001)
     fake = KeylessProvider()
-    tool_register(
-        ToolSpec(
-            name="keyless",
-            description="k",
-            args_model=PayArgs,
-            tier="write",
-            run=fake.run,
-            takes_key=False,
-        )
-    )
+    keyless_tool_register("keyless", fake)
     yield fake
     tool_unregister("keyless")
 
