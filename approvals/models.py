@@ -55,6 +55,9 @@ class AgentRun(models.Model):
     forked_from_checkpoint = models.CharField(max_length=64, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Grows by one at every lease taken; each checkpoint records the epoch it was written under
+    # (agents/runtime/fenced_saver.py), so a worker that lost the lease cannot move the thread.
+    lease_epoch = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -198,6 +198,13 @@ CHECKPOINT_POOL_SIZE = env_int("CHECKPOINT_POOL_SIZE", 4, minimum=1)
 SANDBOX_EFFECT_DELAY_S = env_float("SANDBOX_EFFECT_DELAY_S", 0.0, minimum=0.0)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 30, minimum=2)
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 10.0, minimum=0.1)
+# A worker trusts its lease only until a quarter of RUN_LEASE_SECONDS before the expiry it last
+# wrote (agents/runtime/lease.py): the heartbeat must renew it well before that.
+if RUN_HEARTBEAT_SECONDS >= RUN_LEASE_SECONDS * 0.75:
+    raise ImproperlyConfigured(
+        f"RUN_HEARTBEAT_SECONDS ({RUN_HEARTBEAT_SECONDS}) must be below three quarters of "
+        f"RUN_LEASE_SECONDS ({RUN_LEASE_SECONDS})"
+    )
 # Failed advances, including advances that died mid-step (a killed or timed-out worker), before
 # a run is dead and escalated to a person.
 RUN_MAX_FAILURES = env_int("RUN_MAX_FAILURES", 5, minimum=1)

@@ -27,6 +27,7 @@ from agents.hitl import protocol
 from agents.runtime.budget import budget_check, budget_spend
 from agents.runtime.checkpoint import checkpointer_get, graph_for, jsonable, thread_config
 from agents.runtime.failures import failure_record, recovery_record
+from agents.runtime.fenced_saver import EPOCH, GUARD
 from agents.runtime.lease import Heartbeat, LeaseLost, lease_acquire, lease_owner_new, lease_release
 from agents.runtime.registry import UnknownAgent, agent_get, agent_is_registered
 from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
@@ -41,13 +42,14 @@ log = logging.getLogger(__name__)
 def run_advance(*, run_id: Any) -> str:
     """Move the run as far as it can go now. Returns what happened (for logs and tests)."""
     owner = lease_owner_new()
+    taken_at = time.monotonic()  # before the lease is written: its expiry counts from here
     run = lease_acquire(run_id=run_id, owner=owner)
     if run is None:
         return "skipped: leased elsewhere or unknown"
     try:
         with (
             run_transitions_fenced(lease_owner=owner),
-            Heartbeat(run_id=run.pk, owner=owner) as beat,
+            Heartbeat(run_id=run.pk, owner=owner, epoch=run.lease_epoch, taken_at=taken_at) as beat,
         ):
             if run.status == AgentRun.Status.RUNNING:  # the previous advance died mid-step
                 dead = recovery_record(run)
@@ -162,6 +164,10 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
     deadline = time.time() + settings.RUN_ADVANCE_DEADLINE_SECONDS
     config["configurable"]["lease_owner"] = beat.owner
     config["configurable"]["deadline"] = deadline
+    # The checkpointer writes only while the lease is certainly held, and each checkpoint
+    # records the lease's epoch: a stale worker's write never becomes the head (fenced_saver).
+    config["configurable"][EPOCH] = beat.epoch
+    config["configurable"][GUARD] = beat
     for update in graph.stream(graph_input, config, stream_mode="updates", durability="sync"):
         budget_spend(run, update)
         fresh = AgentRun.objects.only(

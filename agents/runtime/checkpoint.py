@@ -1,5 +1,6 @@
-"""The checkpointer: one PostgresSaver pool or one SqliteSaver connection per process, the
-compiled graphs bound to it, and thread configs.
+"""The checkpointer: one PostgresSaver pool or one SqliteSaver connection per process, both
+fenced by the run lease (``runtime.fenced_saver``), the compiled graphs bound to it, and thread
+configs.
 
 Created lazily, because the qcluster forks its workers after start-up and a pool or a sqlite
 connection must not cross a fork. It follows Django's database choice (DESIGN.md: Databases).
@@ -123,9 +124,10 @@ def _postgres_ready(pool: Any) -> None:
 
 def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
     if db["ENGINE"] == "django.db.backends.postgresql":
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
+
+        from agents.runtime.fenced_saver import FencedPostgresSaver
 
         pool = ConnectionPool(
             _postgres_conninfo(db),
@@ -139,8 +141,8 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
         except BaseException:
             pool.close()
             raise
-        return PostgresSaver(pool), pool.close
-    from langgraph.checkpoint.sqlite import SqliteSaver
+        return FencedPostgresSaver(pool), pool.close
+    from agents.runtime.fenced_saver import FencedSqliteSaver
 
     # The embedded default: one local file, whose DDL (CREATE ... IF NOT EXISTS) SQLite
     # serialises; SqliteSaver creates its tables on first use whatever we do.
@@ -149,7 +151,7 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA busy_timeout=30000")
-    saver = SqliteSaver(conn)
+    saver = FencedSqliteSaver(conn)
     saver.setup()
     return saver, conn.close
 

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -47,9 +48,18 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
         run.previous_lease_owner = run.lease_owner
         run.lease_owner = owner
         run.lease_expires_at = now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
+        run.lease_epoch += 1  # the fencing token of this lease
         # Whatever asked for this advance is now being handled: we read the state after this.
         run.wake_requested = False
-        run.save(update_fields=["lease_owner", "lease_expires_at", "wake_requested", "updated_at"])
+        run.save(
+            update_fields=[
+                "lease_owner",
+                "lease_expires_at",
+                "lease_epoch",
+                "wake_requested",
+                "updated_at",
+            ]
+        )
     return run
 
 
@@ -65,13 +75,24 @@ def lease_release(*, run_id: Any, owner: str) -> None:
             approval_services.run_advance_enqueue(run_id=run_id)
 
 
-class Heartbeat:
-    """Extends the lease every RUN_HEARTBEAT_SECONDS while the run advances."""
+def lease_margin_seconds() -> float:
+    """How long before its expiry a worker stops trusting its lease (clock skew, pauses)."""
+    return settings.RUN_LEASE_SECONDS / 4
 
-    def __init__(self, *, run_id: Any, owner: str):
+
+class Heartbeat:
+    """Extends the lease every RUN_HEARTBEAT_SECONDS while the run advances, and answers
+    whether the lease is certainly still held (the checkpointer asks before every write)."""
+
+    def __init__(self, *, run_id: Any, owner: str, epoch: int = 0, taken_at: float | None = None):
         self.run_id = run_id
         self.owner = owner
+        self.epoch = epoch
         self.lost = threading.Event()
+        # Monotonic time until which no other worker can have taken the lease: the expiry we
+        # last wrote (counted from before the write), less the margin.
+        start = time.monotonic() if taken_at is None else taken_at
+        self.valid_until = start + settings.RUN_LEASE_SECONDS - lease_margin_seconds()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
 
@@ -83,9 +104,15 @@ class Heartbeat:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def assert_held(self) -> None:
+        """Raise LeaseLost unless the lease is certainly ours."""
+        if self.lost.is_set() or time.monotonic() > self.valid_until:
+            raise LeaseLost()
+
     def _beat(self) -> None:
         try:
             while not self._stop.wait(settings.RUN_HEARTBEAT_SECONDS):
+                started = time.monotonic()
                 expires = timezone.now() + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
                 try:
                     kept = AgentRun.objects.filter(pk=self.run_id, lease_owner=self.owner).update(
@@ -98,5 +125,6 @@ class Heartbeat:
                 if not kept:  # another worker took the run over
                     self.lost.set()
                     return
+                self.valid_until = started + settings.RUN_LEASE_SECONDS - lease_margin_seconds()
         finally:
             connection.close()

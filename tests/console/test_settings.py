@@ -35,6 +35,7 @@ def _start_django(**env: str) -> subprocess.CompletedProcess:
         ("Q_BROKER", "rabbit"),
         ("Q_TIMEOUT", "soon"),
         ("RUN_LEASE_SECONDS", "1"),
+        ("RUN_HEARTBEAT_SECONDS", "25"),
         ("AGENT_MODEL", "gpt-4o"),
         ("CONSOLE_AGENTS", "[1, 2]"),
         ("SANDBOX_EFFECT_DELAY_S", "-1"),
