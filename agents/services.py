@@ -16,9 +16,10 @@ from agents.runtime.checkpoint import thread_config
 from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
 from agents.selectors import run_history
-from agents.tools import validation_errors
+from agents.tools import tool_find, validation_errors
 from approvals import services as approval_services
 from approvals.models import AgentRun
+from approvals.permissions import user_may_approve_tier
 from audit.canonical import json_has_nul, payload_hash
 from audit.services import event_record
 from core.errors import ApplicationError
@@ -211,21 +212,7 @@ def effect_settle(
     """A person's answer for an effect the console could not settle (invariant 13): it happened
     (``done``), it did not and must not be called (``not_done``), or call it once more
     (``retry``). Audited; once no effect of the run waits for a person, the run goes on."""
-    if not (user.is_superuser or user.has_perm("approvals.decide")):
-        raise SettleRefused("Only reviewers may settle effects.", errors={"outcome": "forbidden"})
-    if effect.run.requested_by_id == user.pk:
-        raise SettleRefused(
-            "You requested this run; someone else must settle its effects (four eyes).",
-            errors={"outcome": "forbidden"},
-        )
-    if outcome not in Settlement.values:
-        raise SettleRefused(
-            "Unknown answer.", errors={"outcome": f"must be one of {', '.join(Settlement.values)}"}
-        )
-    if effect.status not in UNSETTLED or effect.escalated_at is None:
-        raise SettleRefused(
-            f"This effect is {effect.status} and waits for nobody.", errors={"outcome": "settled"}
-        )
+    _settle_check(effect=effect, outcome=outcome, user=user, note=note)
     name = user.get_username()
     said = f"settled by {name}: {Settlement(outcome).label.lower()}"
     if outcome == Settlement.DONE:
@@ -243,6 +230,9 @@ def effect_settle(
         )
         if not moved:
             raise SettleRefused("Someone settled it first.", errors={"outcome": "settled"})
+        if outcome == Settlement.DONE and effect.run.cancel_requested:
+            # It happened after all: the cancelled run's advance compensates it.
+            approval_services.run_advance_enqueue(run_id=effect.run_id)
         waiting = Effect.objects.filter(
             run_id=effect.run_id, status__in=UNSETTLED, escalated_at__isnull=False
         ).exclude(pk=effect.pk)
@@ -252,3 +242,49 @@ def effect_settle(
             )
     effect.refresh_from_db()
     return effect
+
+
+NOTE_MAX = 2000
+
+
+def _settle_check(*, effect: Effect, outcome: str, user: Any, note: str) -> None:
+    """Who may answer for an effect, and with what: someone who may decide its tier (it is the
+    same action, and "call it again" calls it), never the run's requester."""
+    if effect.run.requested_by_id == user.pk:
+        raise SettleRefused(
+            "You requested this run; someone else must settle its effects (four eyes).",
+            errors={"outcome": "forbidden"},
+        )
+    tier = effect.approval.tier if effect.approval_id else _tool_tier(effect.tool)
+    allowed, reason = (
+        user_may_approve_tier(user=user, tier=tier)
+        if tier
+        else (user.has_perm("approvals.decide"), "Only reviewers may settle effects.")
+    )
+    if not allowed:
+        raise SettleRefused(
+            reason or "Only reviewers may settle effects.", errors={"outcome": "forbidden"}
+        )
+    if outcome not in Settlement.values:
+        raise SettleRefused(
+            "Unknown answer.", errors={"outcome": f"must be one of {', '.join(Settlement.values)}"}
+        )
+    if "\x00" in note or len(note) > NOTE_MAX:
+        raise SettleRefused(
+            "The note is not valid text.",
+            errors={"note": f"at most {NOTE_MAX} characters, no NUL characters"},
+        )
+    if effect.status not in UNSETTLED or effect.escalated_at is None:
+        raise SettleRefused(
+            f"This effect is {effect.status} and waits for nobody.", errors={"outcome": "settled"}
+        )
+    if outcome == Settlement.RETRY and effect.run.cancel_requested:
+        raise SettleRefused(
+            "The run was cancelled: no effect of it is called again.",
+            errors={"outcome": "the run was cancelled"},
+        )
+
+
+def _tool_tier(tool: str) -> str | None:
+    spec = tool_find(tool)
+    return spec.tier if spec else None

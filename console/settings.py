@@ -205,8 +205,8 @@ if RUN_HEARTBEAT_SECONDS >= RUN_LEASE_SECONDS * 0.75:
         f"RUN_HEARTBEAT_SECONDS ({RUN_HEARTBEAT_SECONDS}) must be below three quarters of "
         f"RUN_LEASE_SECONDS ({RUN_LEASE_SECONDS})"
     )
-# Failed advances, including advances that died mid-step (a killed or timed-out worker), before
-# a run is dead and escalated to a person.
+# Failed advances in a row (no step done in between), including advances that died mid-step (a
+# killed or timed-out worker), before a run is dead and escalated to a person.
 RUN_MAX_FAILURES = env_int("RUN_MAX_FAILURES", 5, minimum=1)
 # One advance (one django-q2 task) stops taking new steps after this long and continues in a
 # new task, and a tool call never waits past it: well below the task timeout (Q_TIMEOUT), which

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -67,6 +68,11 @@ class LeaseNotHeld(LedgerError):
     one must not call downstream (fencing for invariants 1 and 6)."""
 
 
+class AdvanceDeadline(LedgerError):
+    """Too little of this advance's time is left for the call to have its full timeout: the
+    run continues in a new task, where it has (not a failure; nothing was called)."""
+
+
 class CompensationFailed(LedgerError):
     """Some effects could not be undone; the others were (see ``.compensated``)."""
 
@@ -74,3 +80,55 @@ class CompensationFailed(LedgerError):
         super().__init__(message)
         self.compensated = compensated
         self.failed = failed
+
+
+@functools.cache
+def call_timeouts() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "no answer in time" (the downstream may have acted): ours,
+    Python's, and those of the common HTTP clients a tool may use (optional packages)."""
+    found: list[type[BaseException]] = [ToolTimeout, TimeoutError]
+    try:
+        import requests
+
+        found.append(requests.exceptions.Timeout)
+    except ImportError:  # pragma: no cover - requests is not installed
+        pass
+    try:
+        import httpx
+
+        found.append(httpx.TimeoutException)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import urllib3
+
+        found.append(urllib3.exceptions.TimeoutError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(found)
+
+
+@functools.cache
+def call_transient_errors() -> tuple[type[BaseException], ...]:
+    """Transient trouble worth another try under the same key (429/5xx, lost connections):
+    ours, Python's, and those of the common HTTP clients."""
+    found: list[type[BaseException]] = [RetryableToolError, ConnectionError]
+    try:
+        import requests
+
+        found.append(requests.exceptions.ConnectionError)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import httpx
+
+        found.extend([httpx.NetworkError, httpx.RemoteProtocolError])
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import urllib3
+
+        found.extend([urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError])
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(found)

@@ -22,15 +22,17 @@ from agents.effects.authorize import approval_authorize
 from agents.effects.calls import as_stored_json as _json
 from agents.effects.calls import call_with_timeout
 from agents.effects.errors import (
+    AdvanceDeadline,
     EffectConflict,
     EffectInDoubt,
     LeaseNotHeld,
-    RetryableToolError,
     RunCancelled,
     ToolError,
-    ToolTimeout,
+    call_timeouts,
+    call_transient_errors,
 )
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
+from agents.effects.rows import effect_mark
 from agents.models import Effect, Settlement
 from agents.tools import tool_get
 from approvals.models import AgentRun
@@ -107,6 +109,10 @@ def _execute(
             action_key=action_key or key,
             approved_args=_json(approved_args),
         )
+    if _short_of_time() and not _already_done(key):
+        # Started now, the call could not have its full timeout before the advance's deadline:
+        # nothing is claimed, the run continues in a new task and the call starts there.
+        raise AdvanceDeadline(f"{tool} under {key} starts in the next task")
 
     effect, fresh = _claim(
         run_id=run_id,
@@ -150,7 +156,7 @@ def _execute(
                 timeout = 0.05
         try:
             result = call_with_timeout(spec.run, args, key, timeout)
-        except ToolTimeout as exc:
+        except call_timeouts() as exc:
             if attempts >= max_attempts:
                 # No answer: the downstream may have acted. Unknown, not failed (invariant 13).
                 _in_doubt(effect, exc, attempts=attempts, args=args)
@@ -158,7 +164,7 @@ def _execute(
             delay = _backoff_delay(attempts)
             logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
             time.sleep(delay)
-        except RetryableToolError as exc:
+        except call_transient_errors() as exc:
             if attempts >= max_attempts:
                 if spec.takes_key:
                     _fail(effect, exc, attempts=attempts, args=args)
@@ -184,6 +190,22 @@ def _config_value(name: str) -> Any:
         return get_config().get("configurable", {}).get(name)
     except RuntimeError:  # not inside a graph (compensation, tests): nothing to fence
         return None
+
+
+def _short_of_time() -> bool:
+    """Inside a run: less time is left before the advance's deadline than a call may need
+    (its timeout, or half an advance when the timeout is longer)."""
+    deadline = _config_value("deadline")
+    if deadline is None:
+        return False
+    needed = min(settings.TOOL_TIMEOUT_SECONDS, settings.RUN_ADVANCE_DEADLINE_SECONDS / 2)
+    return deadline - time.time() < needed
+
+
+def _already_done(key: str) -> bool:
+    return Effect.objects.filter(
+        key=key, status__in=(Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED)
+    ).exists()
 
 
 def _lease_owner() -> str | None:
@@ -264,7 +286,11 @@ def _claim(
         authorized = effect.settlement == Settlement.RETRY
         with transaction.atomic(durable=True):
             reclaimed = Effect.objects.filter(pk=effect.pk, status=Effect.Status.FAILED).update(
-                status=Effect.Status.CLAIMED, error="", settlement="", updated_at=timezone.now()
+                status=Effect.Status.CLAIMED,
+                error="",
+                settlement="",
+                escalated_at=None,  # a person answered: it waits for nobody now
+                updated_at=timezone.now(),
             )
             if reclaimed:
                 event_record(
@@ -282,9 +308,15 @@ def _claim(
 
 def _reclaim(effect: Effect) -> Effect:
     """Call again under the same key (the downstream dedupes on it): an unsettled effect the
-    lookup did not find, or could not ask about."""
-    Effect.objects.filter(pk=effect.pk, status__in=(*UNSETTLED, Effect.Status.FAILED)).update(
-        status=Effect.Status.CLAIMED, error=""
+    lookup did not find, or could not ask about. Audited like the first claim; it no longer
+    waits for a person, and its quiet period starts again (a call is in flight)."""
+    effect_mark(
+        effect,
+        where={"status__in": (*UNSETTLED, Effect.Status.FAILED)},
+        update={"status": Effect.Status.CLAIMED, "error": "", "escalated_at": None},
+        action="effect.claimed",
+        actor=ACTOR,
+        data={"args_fingerprint": effect.args_fingerprint, "again": True, "was": effect.status},
     )
     effect.refresh_from_db()
     return effect
@@ -322,7 +354,7 @@ def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, 
         status=Effect.Status.FAILED,
         fields={"error": error},
         attempts=attempts,
-        data={"args": args, "error": error, "retryable": isinstance(exc, RetryableToolError)},
+        data={"args": args, "error": error, "retryable": isinstance(exc, call_transient_errors())},
     )
 
 

@@ -21,6 +21,8 @@ from django.utils import timezone
 from agents.effects.rows import effect_mark
 from agents.models import Effect
 from agents.tools import ToolSpec, tool_find
+from approvals.models import AgentRun
+from approvals.services import run_advance_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,8 @@ def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
         logger.warning("lookup of %s failed; it stays %s", effect.key, effect.status, exc_info=True)
         return "unknown"
     if found is not None:
-        _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True)
+        if _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True):
+            _compensate_if_cancelled(effect)
         return "succeeded"
     quiet_since = timezone.now() - dt.timedelta(seconds=settings.EFFECT_SETTLE_AFTER_SECONDS)
     if effect.updated_at > quiet_since:
@@ -89,8 +92,15 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
     return counts
 
 
-def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool) -> None:
-    effect_mark(
+def _compensate_if_cancelled(effect: Effect) -> None:
+    """It happened after all, and its run was cancelled meanwhile: the run's advance undoes it
+    (cancel compensates every applied effect)."""
+    if AgentRun.objects.filter(pk=effect.run_id, cancel_requested=True).exists():
+        run_advance_enqueue(run_id=effect.run_id)
+
+
+def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool) -> bool:
+    moved = effect_mark(
         effect,
         where={"status__in": UNSETTLED},
         update={"status": status, **fields},
@@ -104,3 +114,4 @@ def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool)
         },
     )
     effect.refresh_from_db()
+    return moved

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from agents.models import Effect
 from audit.services import event_record
@@ -21,9 +22,11 @@ def effect_mark(
 ) -> bool:
     """Apply ``update`` to the effect if it still matches ``where`` (so two workers cannot both
     move it), and record ``action`` in the same transaction (invariant 3). Returns whether it
-    moved."""
+    moved. ``updated_at`` moves with it: the quiet period of a call in flight counts from it."""
     with transaction.atomic():
-        moved = Effect.objects.filter(pk=effect.pk, **where).update(**update)
+        moved = Effect.objects.filter(pk=effect.pk, **where).update(
+            **{"updated_at": timezone.now(), **update}
+        )
         if moved:
             event_record(
                 action=action,

@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from agents.effects.compensation import run_compensate
 from agents.effects.errors import (
+    AdvanceDeadline,
     CompensationFailed,
     EffectInDoubt,
     LeaseNotHeld,
@@ -47,23 +48,42 @@ def run_advance(*, run_id: Any) -> str:
     if run is None:
         return "skipped: leased elsewhere or unknown"
     try:
-        with (
-            run_transitions_fenced(lease_owner=owner),
-            Heartbeat(run_id=run.pk, owner=owner, epoch=run.lease_epoch, taken_at=taken_at) as beat,
-        ):
+        # Every transition below requires that this worker still holds the lease (invariant
+        # 14), the failure and flag paths included.
+        with run_transitions_fenced(lease_owner=owner):
+            return _advance_leased(run, owner=owner, taken_at=taken_at)
+    except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
+        return "stopped: lease lost"
+    finally:
+        lease_release(run_id=run.pk, owner=owner)
+
+
+def _advance_leased(run: AgentRun, *, owner: str, taken_at: float) -> str:
+    try:
+        with Heartbeat(
+            run_id=run.pk, owner=owner, epoch=run.lease_epoch, taken_at=taken_at
+        ) as beat:
+            if run.flag and not run.cancel_requested:
+                return f"flagged: {run.flag}"  # a person must look first; nothing died
             if run.status == AgentRun.Status.RUNNING:  # the previous advance died mid-step
                 dead = recovery_record(run)
                 if dead is not None:
                     return dead
                 run = AgentRun.objects.get(pk=run.pk)
             return _advance(run, beat)
-    except (LeaseLost, LeaseNotHeld):
-        return "stopped: lease lost"
+    except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
+        raise
     except RunCancelled:
         return _compensate_cancelled(AgentRun.objects.get(pk=run.pk))
+    except AdvanceDeadline as exc:
+        # A call would not fit in what is left of this task: continue in a new one, where it
+        # has its full time. Not a failure.
+        return _continue(run, reason=str(exc))
     except EffectInDoubt as exc:
-        # A person settles it (the effect is escalated); the run waits, flagged, not dead.
-        approval_services.run_flag(run=AgentRun.objects.get(pk=run.pk), reason=str(exc))
+        # A person settles it (the effect is escalated); the run waits for them, flagged.
+        approval_services.run_flag(
+            run=AgentRun.objects.get(pk=run.pk), reason=str(exc), status=AgentRun.Status.WAITING
+        )
         return "flagged: effect in doubt"
     except approval_services.RunStopped:
         fresh = AgentRun.objects.get(pk=run.pk)
@@ -71,10 +91,15 @@ def run_advance(*, run_id: Any) -> str:
             return _compensate_cancelled(fresh)
         return f"stopped: run is {fresh.status}"
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
-        with run_transitions_fenced(lease_owner=owner):
-            return failure_record(run, exc)
-    finally:
-        lease_release(run_id=run.pk, owner=owner)
+        return failure_record(run, exc)
+
+
+def _continue(run: AgentRun, *, reason: str) -> str:
+    """The step is checkpointed (or will run again): continue in a new task before the task
+    timeout kills this one."""
+    approval_services.run_mark_queued(run=run, reason=reason)
+    approval_services.run_advance_enqueue(run_id=run.pk)
+    return "continuing: advance deadline reached"
 
 
 def _advance(run: AgentRun, beat: Heartbeat) -> str:
@@ -179,10 +204,7 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
             return _compensate_cancelled(run)
         budget_check(fresh)
         if time.time() > deadline:
-            # The step is checkpointed: continue in a new task before the task timeout kills us.
-            approval_services.run_mark_queued(run=run, reason="advance deadline reached")
-            approval_services.run_advance_enqueue(run_id=run.pk)
-            return "continuing: advance deadline reached"
+            return _continue(run, reason="advance deadline reached")
     state = graph.get_state(thread_config(run))
     if state.interrupts:
         _sync_and_collect(run, state.interrupts)

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.effects.errors import RetryableToolError, ToolError
+from agents.effects.errors import ToolError, call_timeouts, call_transient_errors
 from agents.runtime.budget import BudgetExceeded
 from agents.runtime.checkpoint import CheckpointerNotReady
 from approvals import services as approval_services
@@ -63,10 +63,11 @@ def is_retryable(exc: BaseException) -> bool:
     """429/5xx/timeouts/connection trouble are worth another try; 4xx and validation are not.
 
     By the exception hierarchy: a ``RetryableToolError`` (``ToolTimeout`` included), Python's
-    ``TimeoutError``/``ConnectionError``, infrastructure errors, a provider's transient error,
+    ``TimeoutError``/``ConnectionError`` and the HTTP clients' timeouts and connection errors
+    (``effects.errors``), infrastructure errors, a provider's transient error,
     or any error carrying an HTTP status of 429 or 5xx.
     """
-    if isinstance(exc, (RetryableToolError, TimeoutError, ConnectionError, CheckpointerNotReady)):
+    if isinstance(exc, (*call_timeouts(), *call_transient_errors(), CheckpointerNotReady)):
         return True
     if isinstance(exc, _infrastructure_errors()):
         return True

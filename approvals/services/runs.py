@@ -193,11 +193,13 @@ def _fits(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
-    """Refuse to resume and say why (invariant 8); a person must look."""
+def run_flag(*, run: AgentRun, reason: str, status: str | None = None) -> AgentRun:
+    """Refuse to resume and say why (invariant 8); a person must look. ``status`` WAITING when
+    the run waits for that person mid-step (an effect in doubt), so nothing takes it for a
+    worker that died."""
     return _run_transition(
         run,
-        status=run.status,
+        status=status or run.status,
         action="run.flagged",
         data={"reason": reason},
         flag=_fits(reason, AgentRun._meta.get_field("flag").max_length),
@@ -270,7 +272,9 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
 
 
 def run_budget_add(*, run: AgentRun, steps: int = 0, tokens: int = 0) -> None:
-    """Persist spent budget after each step, so a resume never resets it."""
+    """Persist spent budget after each step, so a resume never resets it. A step done is
+    progress: the failure budget counts failures since the last one (RUN_MAX_FAILURES)."""
+    progress = {"failure_count": 0} if steps else {}
     AgentRun.objects.filter(pk=run.pk).update(
-        steps_used=F("steps_used") + steps, tokens_used=F("tokens_used") + tokens
+        steps_used=F("steps_used") + steps, tokens_used=F("tokens_used") + tokens, **progress
     )

@@ -77,19 +77,46 @@ def _die_mid_step(run: AgentRun) -> None:
     )
 
 
-def test_an_advance_that_died_mid_step_counts_and_the_run_is_dead_after_the_budget(
-    note_agent, alice, settings
-):
+class Killed(BaseException):
+    """What a task killed mid-step looks like from inside (no ``except Exception`` sees it)."""
+
+
+def _killed_step(state: dict) -> dict:
+    raise Killed()
+
+
+def test_an_advance_that_died_mid_step_counts_and_the_run_is_dead_after_the_budget(alice, settings):
+    """The same step dies every time (it outlasts the task timeout): no progress in between."""
+    from langgraph.graph import END, START, StateGraph
+
+    from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
+
+    def build(*, checkpointer: Any = None) -> Any:
+        builder = StateGraph(dict)
+        builder.add_node("too_long", _killed_step)
+        builder.add_edge(START, "too_long")
+        builder.add_edge("too_long", END)
+        return builder.compile(checkpointer=checkpointer)
+
     settings.RUN_MAX_FAILURES = 3
-    run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    outcomes = []
-    for _ in range(3):
-        _die_mid_step(run)
-        outcomes.append(advance.run_advance(run_id=run.id))
+    agent_register(AgentSpec(name="killed_agent", version="1", factory=build))
+    try:
+        run = run_start(agent="killed_agent", input={}, user=alice)
+        with pytest.raises(Killed):
+            advance.run_advance(run_id=run.id)
+        outcomes = []
+        for _ in range(3):
+            _die_mid_step(run)
+            try:
+                outcomes.append(advance.run_advance(run_id=run.id))
+            except Killed:
+                outcomes.append("killed")
+    finally:
+        agent_unregister("killed_agent")
     run.refresh_from_db()
-    assert run.status == AgentRun.Status.DEAD
+    assert run.status == AgentRun.Status.DEAD, outcomes
     assert run.failure_count == 3
-    assert outcomes[-1].startswith("dead")
+    assert outcomes == ["killed", "killed", outcomes[-1]] and outcomes[-1].startswith("dead")
     assert AuditEvent.objects.filter(action="run.recovered", run_id=run.id).count() == 3
     assert AuditEvent.objects.filter(action="run.escalated", run_id=run.id).count() == 1
 
@@ -98,8 +125,10 @@ def test_one_death_mid_step_is_counted_and_the_run_goes_on(note_agent, alice):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
     _die_mid_step(run)
     assert advance.run_advance(run_id=run.id) == "waiting"
+    recovered = AuditEvent.objects.get(action="run.recovered", run_id=run.id)
+    assert recovered.data["failure_count"] == 1
     run.refresh_from_db()
-    assert run.failure_count == 1
+    assert run.failure_count == 0  # the steps it then took were progress (failures in a row)
 
 
 def test_a_worker_that_lost_its_lease_makes_no_transition(alice):
