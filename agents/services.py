@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -277,6 +278,14 @@ def _settle_check(*, effect: Effect, outcome: str, user: Any, note: str) -> None
     if effect.status not in UNSETTLED or effect.escalated_at is None:
         raise SettleRefused(
             f"This effect is {effect.status} and waits for nobody.", errors={"outcome": "settled"}
+        )
+    quiet_from = effect.updated_at + dt.timedelta(seconds=settings.EFFECT_SETTLE_AFTER_SECONDS)
+    if outcome == Settlement.NOT_DONE and timezone.now() < quiet_from:
+        # A timed-out call may still land: "it did not happen" cannot be known yet.
+        raise SettleRefused(
+            f"A call made at {timezone.localtime(effect.updated_at):%H:%M:%S} may still land; "
+            f'answer "it did not happen" from {timezone.localtime(quiet_from):%H:%M:%S}.',
+            errors={"outcome": "a call may still land"},
         )
     if outcome == Settlement.RETRY and effect.run.cancel_requested:
         raise SettleRefused(

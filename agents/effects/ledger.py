@@ -146,6 +146,8 @@ def _execute(
     deadline = _config_value("deadline")
     while True:
         attempts += 1
+        if attempts > 1:
+            _fence_retry(effect, run_id, compensating=compensating, tried=attempts - 1, args=args)
         timeout = settings.TOOL_TIMEOUT_SECONDS
         if deadline is not None:
             # No call waits past the advance's deadline (below the task timeout), and no retry
@@ -190,6 +192,18 @@ def _config_value(name: str) -> Any:
         return get_config().get("configurable", {}).get(name)
     except RuntimeError:  # not inside a graph (compensation, tests): nothing to fence
         return None
+
+
+def _fence_retry(
+    effect: Effect, run_id: str, *, compensating: bool, tried: int, args: dict[str, Any]
+) -> None:
+    """Before another attempt: a cancel or a lost lease stops it too. The attempt before may
+    have acted, so the effect is left in doubt (settled by lookup or by a person)."""
+    try:
+        _fence(run_id, compensating=compensating)
+    except (RunCancelled, LeaseNotHeld) as exc:
+        _in_doubt(effect, exc, attempts=tried, args=args)
+        raise
 
 
 def _short_of_time() -> bool:

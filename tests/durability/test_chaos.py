@@ -1,19 +1,37 @@
-"""Twenty incident runs complete, each effect applied once, while the worker keeps dying."""
+"""Chaos: incident runs against real processes while the worker keeps dying (SIGKILL at seeded
+moments). The first test: twenty runs complete, each effect applied once. The second adds
+downstream timeouts, cancels and forks (tests/support/chaos.py plans them and checks the end)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 import time
 from collections import Counter
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from agents.models import Effect, SandboxDeploy, SandboxNotification, SandboxTicket
 from agents.selectors import run_interrupts_without_approval
 from approvals.models import AgentRun
+from audit.models import AuditEvent
+from tests.support.chaos import (
+    APPLIED,
+    NOTIFY,
+    ROLL_FORWARD,
+    ROLLBACK,
+    TICKET,
+    assert_every_effect_has_its_own_approval,
+    assert_one_downstream_row_per_effect,
+    assert_run_ended_as_planned,
+    deploys_seed,
+    effects_unsettled,
+    fault_plan,
+    runs_not_ended,
+)
+from tests.support.chaos_driver import AGENT, FaultChaos
+from tests.support.faults import faults_injected, faulty_worker_env
+from tests.support.people import DECIDE, person
 from tests.support.processes import logs_section
 from tests.support.runs import (
     TERMINAL,
@@ -32,7 +50,6 @@ SEED = 20_261_129
 RUNS = 20
 START_EVERY_S = 1.5
 TIME_LIMIT_S = 330  # the whole test stays under six minutes
-TICKET, ROLLBACK, NOTIFY = "create_incident_ticket", "rollback_deploy", "notify_channel"
 
 
 def chaos_plan(rng: random.Random) -> tuple[list[dict[str, str]], set[str], list[float]]:
@@ -55,15 +72,7 @@ def test_twenty_runs_complete_with_each_effect_once_while_the_worker_is_killed_a
 ):
     rng = random.Random(SEED)
     inputs, deployed, kills = chaos_plan(rng)
-    for service in sorted(deployed):
-        SandboxDeploy.objects.create(
-            idempotency_key=f"chaos-seed:{service}",
-            service=service,
-            version="2.1.0",
-            previous_version="2.0.9",
-            deployed_at=timezone.now() - dt.timedelta(minutes=10),
-        )
-    seeded_deploys = SandboxDeploy.objects.count()
+    seeded_deploys = deploys_seed(deployed)
 
     processes.web()
     # A short hold in each sandbox write widens the window in which a kill lands mid-effect.
@@ -83,7 +92,7 @@ def test_twenty_runs_complete_with_each_effect_once_while_the_worker_is_killed_a
     while True:
         while len(run_ids) < RUNS and elapsed() >= len(run_ids) * START_EVERY_S:
             run_input = inputs[len(run_ids)]
-            run_ids.append(run_start(alice_api, agent="incident_copilot", input=run_input)["id"])
+            run_ids.append(run_start(alice_api, agent=AGENT, input=run_input)["id"])
         if kills_done < len(kills) and elapsed() >= kills[kills_done]:
             worker.kill()
             time.sleep(rng.uniform(0.2, 2.0))
@@ -126,6 +135,7 @@ def test_twenty_runs_complete_with_each_effect_once_while_the_worker_is_killed_a
     assert wanted[TICKET] > 0 and wanted[ROLLBACK] > 0, wanted
 
     assert set(Effect.objects.values_list("status", flat=True)) == {Effect.Status.SUCCEEDED}
+    assert_every_effect_has_its_own_approval()
     assert_sandbox_matches_effects(SandboxTicket.objects.all(), TICKET, wanted[TICKET])
     assert_sandbox_matches_effects(
         SandboxDeploy.objects.filter(is_rollback=True), ROLLBACK, wanted[ROLLBACK]
@@ -145,3 +155,95 @@ def assert_sandbox_matches_effects(rows: Any, tool: str, expected: int) -> None:
 
 def logs(processes: Any) -> str:
     return logs_section(processes.all, lines=60)
+
+
+# --- kills + downstream timeouts + cancels + forks ----------------------------------------------
+
+FAULT_SEED = 20_261_130
+FAULT_START_EVERY_S = 1.0
+FAULT_TIME_LIMIT_S = 150
+# A faulted call hangs past the tool timeout; TOOL_MAX_RETRIES=1 makes "times=1" a timeout the
+# ledger retries inside the call, and "times=2" one that leaves the effect in doubt for the
+# run's retry (or the cancel's compensation) to settle by asking the downstream by key.
+HANG_S, TOOL_TIMEOUT_S = 3.0, 2.0
+
+
+@pytest.fixture
+def tina(db):
+    """A reviewer who may also travel in time: she forks runs from the run page."""
+    return person("tina", perms=[DECIDE, "agents.time_travel"])
+
+
+def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancels_and_forks(
+    processes, api_client_for, page_client_for, alice, bob, carol, tina
+):
+    rng = random.Random(FAULT_SEED)
+    plan = fault_plan(rng)
+    kills = sorted(rng.uniform(3.0, len(plan) * FAULT_START_EVERY_S + 15.0) for _ in range(4))
+    seeded_deploys = deploys_seed(p.service for p in plan if p.action == ROLLBACK)
+    faults_dir = processes.log_dir / "faults"
+    fault_env = faulty_worker_env(
+        directory=faults_dir,
+        faults=[f for p in plan for f in p.faults],
+        hang_s=HANG_S,
+        tool_timeout_s=TOOL_TIMEOUT_S,
+    )
+    processes.web()
+    worker = processes.worker(sandbox_delay_s=0.5, env={**fault_env, "TOOL_MAX_RETRIES": "1"})
+    chaos = FaultChaos(
+        plan=plan,
+        processes=processes,
+        apis={user.username: api_client_for(user) for user in (alice, bob, carol)},
+        pages={user.username: page_client_for(user) for user in (carol, tina)},
+    )
+
+    began = time.monotonic()
+    kills_done = 0
+    while True:
+        elapsed = time.monotonic() - began
+        chaos.start_due(elapsed=elapsed, every_s=FAULT_START_EVERY_S)
+        if kills_done < len(kills) and elapsed >= kills[kills_done]:
+            worker.kill()
+            time.sleep(rng.uniform(0.2, 2.0))
+            worker.start()
+            kills_done += 1
+        chaos.step()
+        if kills_done == len(kills) and chaos.finished():
+            break
+        if elapsed > FAULT_TIME_LIMIT_S:
+            pytest.fail(f"not over after {FAULT_TIME_LIMIT_S}s:\n{chaos.report()}")
+        time.sleep(0.5)
+
+    # Every run ended as planned; none is left running, waiting, queued or flagged.
+    assert {str(pk) for pk in AgentRun.objects.values_list("pk", flat=True)} == set(chaos.runs)
+    assert runs_not_ended() == [] and effects_unsettled() == []
+    for run_id, planned in chaos.runs.items():
+        assert_run_ended_as_planned(planned, run_get(chaos.apis["carol"], run_id))
+    for run in AgentRun.objects.all():
+        assert run_interrupts_without_approval(run=run) == [], run.pk
+    # No duplicate downstream row, and no effect without its own run's approval.
+    assert_one_downstream_row_per_effect()
+    assert_every_effect_has_its_own_approval()
+    applied = Effect.objects.filter(status__in=APPLIED, tool__in=(ROLLBACK, ROLL_FORWARD))
+    assert SandboxDeploy.objects.count() == seeded_deploys + applied.count()
+    # Each fork from after the gate was refused (no run); each from before it asked again, was
+    # decided, and acted under its own approval, not its parent's.
+    assert len(chaos.forked) == Counter(p.role for p in plan)["fork"]
+    for parent_id, child_id in chaos.forked.items():
+        children = AgentRun.objects.filter(parent_run_id=parent_id).values_list("pk", flat=True)
+        assert [str(pk) for pk in children] == [child_id]
+        [parent_action] = Effect.objects.filter(run_id=parent_id, tool=TICKET)
+        [child_action] = Effect.objects.filter(run_id=child_id, tool=TICKET)
+        assert child_action.approval_id == chaos.reasked[child_id] != parent_action.approval_id
+    # Every planned fault was injected (a kill mid-hang may spare the second of two), and
+    # some effect went in doubt and was settled by asking the downstream, which had acted.
+    injected = faults_injected(faults_dir)
+    for planned in chaos.runs.values():
+        for f in planned.faults:
+            [effect] = Effect.objects.filter(run_id=planned.run_id, tool=f["tool"])
+            assert 1 <= len(injected.get(effect.key, [])) <= f["times"], (f, injected)
+            assert set(injected[effect.key]) == {f["kind"]}, (f, injected)
+    assert AuditEvent.objects.filter(action="effect.in_doubt").exists()
+    reconciled = AuditEvent.objects.filter(action="effect.reconciled")
+    assert any(event.data["downstream_acted"] for event in reconciled)
+    assert time.monotonic() - began < FAULT_TIME_LIMIT_S

@@ -1,6 +1,6 @@
 """Fixtures for tests that drive real processes. Import them into a conftest.py:
 
-from tests.support.fixtures import api_client_for, processes  # noqa: F401
+from tests.support.fixtures import api_client_for, page_client_for, processes  # noqa: F401
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.support.processes import (
     LOG_ROOT,
     ApiClient,
     ManagedProcess,
+    PageClient,
     WebServer,
     database_url_for_tests,
     free_port,
@@ -120,6 +121,22 @@ def api_client_for(processes: ProcessSet) -> Iterator[Callable[..., ApiClient]]:
         client = ApiClient.login(
             base_url=web.base_url, username=user.get_username(), password=password
         )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def page_client_for(processes: ProcessSet) -> Iterator[Callable[..., PageClient]]:
+    """``page_client_for(user)``: a logged-in page session of the test's web server."""
+    clients: list[PageClient] = []
+
+    def make(user: Any, *, password: str = DEMO_PASSWORD) -> PageClient:
+        web = processes.web_server or processes.web()
+        client = PageClient(base_url=web.base_url, username=user.get_username(), password=password)
         clients.append(client)
         return client
 

@@ -40,6 +40,8 @@ FAST_TIMINGS: dict[str, str] = {
     "RUN_LEASE_SECONDS": "4",
     "RUN_HEARTBEAT_SECONDS": "1",
     "SANDBOX_EFFECT_DELAY_S": "0",
+    # A call that timed out is taken as "never acted" (by the sweep or a person) this long after.
+    "EFFECT_SETTLE_AFTER_SECONDS": "10",
 }
 
 
@@ -261,3 +263,36 @@ def expect_status(response: httpx.Response, expect: int | tuple[int, ...]) -> An
             f"expected {expected}: {response.text[:2000]}"
         )
     return response.json() if response.content else None
+
+
+class PageClient:
+    """A browser-like session of the real web server (session cookie, CSRF token), for what a
+    person does on the console's pages that no JSON API offers (fork a run, settle an effect).
+    Redirects are not followed: a form answers 302 and the caller reads where it points."""
+
+    def __init__(self, *, base_url: str, username: str, password: str) -> None:
+        self.username = username
+        self.http = httpx.Client(base_url=base_url, timeout=15.0, follow_redirects=False)
+        self.get("/login/")
+        response = self.post("/login/", {"username": username, "password": password})
+        if response.status_code != 302:
+            raise AssertionError(f"login of {username} -> {response.status_code}")
+
+    def get(self, path: str) -> str:
+        response = self.http.get(path)
+        if response.status_code != 200:
+            raise AssertionError(f"GET {path} as {self.username} -> {response.status_code}")
+        return response.text
+
+    def post(self, path: str, data: Mapping[str, str]) -> httpx.Response:
+        """Submit a form; anything but a redirect or a page is an error."""
+        form = {"csrfmiddlewaretoken": self.http.cookies.get("csrftoken", ""), **data}
+        response = self.http.post(path, data=form)
+        if response.status_code not in (200, 302):
+            raise AssertionError(
+                f"POST {path} as {self.username} -> {response.status_code}: {response.text[:2000]}"
+            )
+        return response
+
+    def close(self) -> None:
+        self.http.close()

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from agents.effects import ledger
 from agents.effects.errors import EffectInDoubt, ToolError, ToolTimeout
@@ -58,9 +60,31 @@ def test_it_happened_keeps_it_once_and_the_run_goes_on(escalated, bob):
     assert AuditEvent.objects.filter(action="run.unflagged", run_id=run.id).count() == 1
 
 
-def test_it_did_not_happen_means_it_is_not_called(escalated, bob):
+def _quiet(effect: Effect, settings) -> Effect:
+    """Time passes: no call made under the key can still land."""
+    Effect.objects.filter(pk=effect.pk).update(
+        updated_at=timezone.now() - dt.timedelta(seconds=settings.EFFECT_SETTLE_AFTER_SECONDS + 1)
+    )
+    effect.refresh_from_db()
+    return effect
+
+
+def test_it_did_not_happen_cannot_be_said_while_a_call_may_still_land(escalated, bob, settings):
+    """The keyless call timed out moments ago: it may still land. "It did not happen" waits for
+    the quiet period (the time is named); "it happened" and "call it again" do not."""
     run, effect, downstream = escalated
-    effect_settle(effect=effect, outcome="not_done", user=bob)
+    with pytest.raises(SettleRefused, match="may still land") as refused:
+        effect_settle(effect=effect, outcome="not_done", user=bob)
+    assert refused.value.errors == {"outcome": "a call may still land"}
+    effect.refresh_from_db()
+    assert effect.status == Effect.Status.IN_DOUBT
+    effect_settle(effect=_quiet(effect, settings), outcome="not_done", user=bob)
+    assert Effect.objects.get(pk=effect.pk).settlement == "not_done"
+
+
+def test_it_did_not_happen_means_it_is_not_called(escalated, bob, settings):
+    run, effect, downstream = escalated
+    effect_settle(effect=_quiet(effect, settings), outcome="not_done", user=bob)
     with pytest.raises(ToolError, match="settled it as not done"):
         _replay(run, effect)
     assert downstream.payments == [70]
@@ -86,8 +110,9 @@ def test_only_reviewers_settle_and_only_once(escalated, alice, bob, dave):
         effect_settle(effect=effect, outcome="retry", user=bob)
 
 
-def test_the_run_page_offers_the_answer_and_settles(escalated, bob, dave):
+def test_the_run_page_offers_the_answer_and_settles(escalated, bob, dave, settings):
     run, effect, downstream = escalated
+    _quiet(effect, settings)
     page = client_for(bob).get(f"/runs/{run.pk}/").content.decode()
     assert "Waiting for a person" in page and "It did not happen" in page
     response = client_for(bob).post(

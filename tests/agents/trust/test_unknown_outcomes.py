@@ -203,6 +203,33 @@ def test_a_cancelled_run_claims_no_new_effect(provider, run):
     assert not Effect.objects.filter(run=run).exists()
 
 
+def test_a_cancel_stops_the_next_attempt_of_a_call_too(provider, run, settings):
+    """The first attempt timed out (it may have acted); the run is cancelled before the retry:
+    no further call goes out, and the effect stays in doubt for the lookup to settle."""
+    settings.TOOL_MAX_RETRIES = 2
+
+    def cancel_then_time_out(args: dict[str, Any], key: str | None) -> dict[str, Any]:
+        provider.calls += 1
+        AgentRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+        raise ToolTimeout("no answer")
+
+    provider.run = cancel_then_time_out  # type: ignore[method-assign]
+    tool_register(
+        ToolSpec(
+            name="pay",
+            description="pay",
+            args_model=PayArgs,
+            tier="write",
+            run=cancel_then_time_out,
+            lookup=provider.lookup,
+        )
+    )
+    with pytest.raises(RunCancelled):
+        _pay(run)
+    assert provider.calls == 1
+    assert _effect(run).status == Effect.Status.IN_DOUBT
+
+
 @pytest.fixture
 def payment_times_out_after_paying(settings, monkeypatch):
     """The sandbox payment provider pays, then the answer is lost (once)."""
