@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents.effects.reconcile import UNSETTLED
+from agents.effects.reconcile import UNSETTLED, effect_settled_follow_up
 from agents.effects.rows import effect_mark
 from agents.models import Effect, RunStartKey, Settlement
 from agents.runtime.checkpoint import thread_config
@@ -18,9 +18,10 @@ from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
 from agents.selectors import run_history
 from agents.tools import tool_find, validation_errors
+from approvals import policy
 from approvals import services as approval_services
 from approvals.models import AgentRun
-from approvals.permissions import user_may_approve_tier
+from approvals.permissions import user_in_group, user_may_approve_tier
 from audit.canonical import json_has_nul, payload_hash
 from audit.services import event_record
 from core.errors import ApplicationError
@@ -231,16 +232,9 @@ def effect_settle(
         )
         if not moved:
             raise SettleRefused("Someone settled it first.", errors={"outcome": "settled"})
-        if outcome == Settlement.DONE and effect.run.cancel_requested:
-            # It happened after all: the cancelled run's advance compensates it.
-            approval_services.run_advance_enqueue(run_id=effect.run_id)
-        waiting = Effect.objects.filter(
-            run_id=effect.run_id, status__in=UNSETTLED, escalated_at__isnull=False
-        ).exclude(pk=effect.pk)
-        if not waiting.exists():
-            approval_services.run_unflag(
-                run=effect.run, user=user, reason=f"{effect.key}: {said}", request=request
-            )
+        effect_settled_follow_up(
+            effect, actor=user, reason=f"{effect.key}: {said}", was_escalated=True, request=request
+        )
     effect.refresh_from_db()
     return effect
 
@@ -256,12 +250,13 @@ def _settle_check(*, effect: Effect, outcome: str, user: Any, note: str) -> None
             "You requested this run; someone else must settle its effects (four eyes).",
             errors={"outcome": "forbidden"},
         )
-    tier = effect.approval.tier if effect.approval_id else _tool_tier(effect.tool)
-    allowed, reason = (
-        user_may_approve_tier(user=user, tier=tier)
-        if tier
-        else (user.has_perm("approvals.decide"), "Only reviewers may settle effects.")
-    )
+    tier = _effect_tier(effect)
+    allowed, reason = user_may_approve_tier(user=user, tier=tier)
+    row = policy.tier_get(tier)
+    if allowed and row is not None and row.required_group_id is not None:
+        # One person's answer: for a tier whose quorum needs a member of a group, that member.
+        allowed = user_in_group(user=user, group_id=row.required_group_id)
+        reason = f"Only members of {row.required_group.name} may settle {tier} effects."
     if not allowed:
         raise SettleRefused(
             reason or "Only reviewers may settle effects.", errors={"outcome": "forbidden"}
@@ -287,13 +282,22 @@ def _settle_check(*, effect: Effect, outcome: str, user: Any, note: str) -> None
             f'answer "it did not happen" from {timezone.localtime(quiet_from):%H:%M:%S}.',
             errors={"outcome": "a call may still land"},
         )
-    if outcome == Settlement.RETRY and effect.run.cancel_requested:
+    if outcome == Settlement.RETRY and effect.run.cancel_requested and not effect.compensates_id:
         raise SettleRefused(
             "The run was cancelled: no effect of it is called again.",
             errors={"outcome": "the run was cancelled"},
         )
 
 
-def _tool_tier(tool: str) -> str | None:
-    spec = tool_find(tool)
-    return spec.tier if spec else None
+def _effect_tier(effect: Effect) -> str:
+    """The highest of the approval's tier and the tier the policy in force puts the call in
+    (critical for a tool this process does not know)."""
+    spec = tool_find(effect.tool)
+    tier = policy.tier_for_call(
+        tool=effect.tool,
+        args=effect.args,
+        default_tier=spec.tier if spec else policy.UNKNOWN_TIER,
+    )
+    if effect.approval_id and policy.tier_level(effect.approval.tier) > policy.tier_level(tier):
+        return effect.approval.tier
+    return tier

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from agents.effects.errors import CompensationFailed, ToolError
+from agents.effects.errors import CompensationFailed, LedgerError, ToolError
 from agents.effects.ledger import ACTOR, _execute
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.effects.rows import effect_mark
@@ -89,7 +89,7 @@ def run_compensate(*, run_id: str) -> list[Effect]:
     for effect in list(effects):
         try:
             compensation = effect_compensate(effect=effect)
-        except ToolError as exc:
+        except (ToolError, LedgerError) as exc:  # an undo in doubt waits for its settlement
             logger.warning("compensation of %s failed: %s", effect.key, exc)
             failed.append(effect.key)
             continue

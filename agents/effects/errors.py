@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import http.client
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -70,7 +71,12 @@ class LeaseNotHeld(LedgerError):
 
 class AdvanceDeadline(LedgerError):
     """Too little of this advance's time is left for the call to have its full timeout: the
-    run continues in a new task, where it has (not a failure; nothing was called)."""
+    run continues in a new task, where it has (not a failure; nothing was called). Once per
+    key: a call deferred before starts with whatever time is left."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class CompensationFailed(LedgerError):
@@ -110,9 +116,29 @@ def call_timeouts() -> tuple[type[BaseException], ...]:
 
 @functools.cache
 def call_transient_errors() -> tuple[type[BaseException], ...]:
-    """Transient trouble worth another try under the same key (429/5xx, lost connections):
-    ours, Python's, and those of the common HTTP clients."""
-    found: list[type[BaseException]] = [RetryableToolError, ConnectionError]
+    """Transient trouble before the request reached the downstream (429/5xx answers, a refused
+    connection): worth another try under the same key, and "failed" if the last try fails."""
+    found: list[type[BaseException]] = [RetryableToolError, ConnectionRefusedError]
+    try:
+        import httpx
+
+        found.append(httpx.ConnectError)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import urllib3
+
+        found.append(urllib3.exceptions.NewConnectionError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(found)
+
+
+@functools.cache
+def call_cut_off() -> tuple[type[BaseException], ...]:
+    """A connection lost after the request may have been sent (reset, server disconnected, a
+    protocol error mid-answer): like a timeout, the downstream may have acted."""
+    found: list[type[BaseException]] = [ConnectionError, http.client.HTTPException]
     try:
         import requests
 
@@ -128,7 +154,12 @@ def call_transient_errors() -> tuple[type[BaseException], ...]:
     try:
         import urllib3
 
-        found.extend([urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError])
+        found.append(urllib3.exceptions.ProtocolError)
     except ImportError:  # pragma: no cover
         pass
     return tuple(found)
+
+
+def call_may_have_acted() -> tuple[type[BaseException], ...]:
+    """Timeouts and cut-off connections: the outcome is unknown (in doubt), retried by key."""
+    return (*call_timeouts(), *call_cut_off())

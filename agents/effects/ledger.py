@@ -28,11 +28,13 @@ from agents.effects.errors import (
     LeaseNotHeld,
     RunCancelled,
     ToolError,
+    call_cut_off,
     call_timeouts,
     call_transient_errors,
 )
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.effects.rows import effect_mark
+from agents.effects.timing import already_done, deferred_before, run_config_value, short_of_time
 from agents.models import Effect, Settlement
 from agents.tools import tool_get
 from approvals.models import AgentRun
@@ -109,10 +111,10 @@ def _execute(
             action_key=action_key or key,
             approved_args=_json(approved_args),
         )
-    if _short_of_time() and not _already_done(key):
+    if short_of_time() and not already_done(key) and not deferred_before(run_id, key):
         # Started now, the call could not have its full timeout before the advance's deadline:
         # nothing is claimed, the run continues in a new task and the call starts there.
-        raise AdvanceDeadline(f"{tool} under {key} starts in the next task")
+        raise AdvanceDeadline(f"{tool} under {key} starts in the next task", key=key)
 
     effect, fresh = _claim(
         run_id=run_id,
@@ -143,7 +145,7 @@ def _execute(
     attempts = 0
     # A tool that cannot take the key is called at most once: no retry could be deduped.
     max_attempts = settings.TOOL_MAX_RETRIES + 1 if spec.takes_key else 1
-    deadline = _config_value("deadline")
+    deadline = run_config_value("deadline")
     while True:
         attempts += 1
         if attempts > 1:
@@ -158,40 +160,24 @@ def _execute(
                 timeout = 0.05
         try:
             result = call_with_timeout(spec.run, args, key, timeout)
-        except call_timeouts() as exc:
-            if attempts >= max_attempts:
-                # No answer: the downstream may have acted. Unknown, not failed (invariant 13).
-                _in_doubt(effect, exc, attempts=attempts, args=args)
-                raise
-            delay = _backoff_delay(attempts)
-            logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
-            time.sleep(delay)
-        except call_transient_errors() as exc:
-            if attempts >= max_attempts:
-                if spec.takes_key:
-                    _fail(effect, exc, attempts=attempts, args=args)
-                else:  # a keyless downstream's 5xx does not say whether it acted
-                    _in_doubt(effect, exc, attempts=attempts, args=args)
-                raise
-            delay = _backoff_delay(attempts)
-            logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
-            time.sleep(delay)
         except Exception as exc:
-            # Non-retryable: a 4xx from the downstream or a bug in the tool.
-            _fail(effect, exc, attempts=attempts, args=args)
-            raise
+            doubt = isinstance(exc, call_timeouts()) or (
+                isinstance(exc, call_cut_off()) and not isinstance(exc, call_transient_errors())
+            )
+            transient = doubt or isinstance(exc, call_transient_errors())
+            if not transient or attempts >= max_attempts:
+                if doubt or (transient and not spec.takes_key):
+                    # No answer, a cut-off connection, or a keyless downstream's 5xx: it may
+                    # have acted. Unknown, not failed (invariant 13).
+                    _in_doubt(effect, exc, attempts=attempts, args=args)
+                else:  # a 4xx, a bug in the tool, or trouble before it reached the downstream
+                    _fail(effect, exc, attempts=attempts, args=args)
+                raise
+            delay = _backoff_delay(attempts)
+            logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
+            time.sleep(delay)
         else:
             return _succeed(effect, _json(result), attempts=attempts, args=args)
-
-
-def _config_value(name: str) -> Any:
-    """What the runner put in the graph config ("lease_owner", "deadline"), inside a run."""
-    try:
-        from langgraph.config import get_config
-
-        return get_config().get("configurable", {}).get(name)
-    except RuntimeError:  # not inside a graph (compensation, tests): nothing to fence
-        return None
 
 
 def _fence_retry(
@@ -206,24 +192,8 @@ def _fence_retry(
         raise
 
 
-def _short_of_time() -> bool:
-    """Inside a run: less time is left before the advance's deadline than a call may need
-    (its timeout, or half an advance when the timeout is longer)."""
-    deadline = _config_value("deadline")
-    if deadline is None:
-        return False
-    needed = min(settings.TOOL_TIMEOUT_SECONDS, settings.RUN_ADVANCE_DEADLINE_SECONDS / 2)
-    return deadline - time.time() < needed
-
-
-def _already_done(key: str) -> bool:
-    return Effect.objects.filter(
-        key=key, status__in=(Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED)
-    ).exists()
-
-
 def _lease_owner() -> str | None:
-    return _config_value("lease_owner")
+    return run_config_value("lease_owner")
 
 
 def _fence(run_id: str, *, compensating: bool) -> None:
@@ -291,13 +261,17 @@ def _claim(
             f"(fingerprint {effect.args_fingerprint[:12]}, now {fingerprint[:12]})"
         )
     if effect.status == Effect.Status.FAILED:
-        if effect.settlement == Settlement.NOT_DONE:
+        undo = effect.compensates_id is not None
+        if effect.settlement == Settlement.NOT_DONE and not undo:
             raise ToolError(
                 f"{tool} was not called: {effect.settled_by} settled it as not done", status=409
             )
         # Try again with the same key: the downstream dedupes, and a persistent error recurs.
-        # A person's "call it again" authorizes exactly one more call (settlement cleared).
-        authorized = effect.settlement == Settlement.RETRY
+        # A person's "call it again" authorizes exactly one more call (settlement cleared), and
+        # so does "it did not happen" for an undo: the undo is still owed.
+        authorized = effect.settlement == Settlement.RETRY or (
+            undo and effect.settlement == Settlement.NOT_DONE
+        )
         with transaction.atomic(durable=True):
             reclaimed = Effect.objects.filter(pk=effect.pk, status=Effect.Status.FAILED).update(
                 status=Effect.Status.CLAIMED,

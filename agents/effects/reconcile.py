@@ -22,7 +22,7 @@ from agents.effects.rows import effect_mark
 from agents.models import Effect
 from agents.tools import ToolSpec, tool_find
 from approvals.models import AgentRun
-from approvals.services import run_advance_enqueue
+from approvals.services import run_advance_enqueue, run_unflag
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,7 @@ def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
         logger.warning("lookup of %s failed; it stays %s", effect.key, effect.status, exc_info=True)
         return "unknown"
     if found is not None:
-        if _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True):
-            _compensate_if_cancelled(effect)
+        _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True)
         return "succeeded"
     quiet_since = timezone.now() - dt.timedelta(seconds=settings.EFFECT_SETTLE_AFTER_SECONDS)
     if effect.updated_at > quiet_since:
@@ -92,14 +91,27 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
     return counts
 
 
-def _compensate_if_cancelled(effect: Effect) -> None:
-    """It happened after all, and its run was cancelled meanwhile: the run's advance undoes it
-    (cancel compensates every applied effect)."""
-    if AgentRun.objects.filter(pk=effect.run_id, cancel_requested=True).exists():
-        run_advance_enqueue(run_id=effect.run_id)
+def effect_settled_follow_up(
+    effect: Effect, *, actor: Any, reason: str, was_escalated: bool, request: Any = None
+) -> None:
+    """After an effect left doubt. A cancelled run's advance compensates again (it happened
+    after all, or its undo needs another try). A run flagged for a person goes on once none
+    of its effects waits for one."""
+    run = AgentRun.objects.get(pk=effect.run_id)
+    if run.cancel_requested:
+        run_advance_enqueue(run_id=run.pk)
+        return
+    if not (was_escalated and run.flag):
+        return
+    waiting = Effect.objects.filter(
+        run_id=run.pk, status__in=UNSETTLED, escalated_at__isnull=False
+    ).exclude(pk=effect.pk)
+    if not waiting.exists():
+        run_unflag(run=run, user=actor, reason=reason, request=request)
 
 
 def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool) -> bool:
+    was_escalated = effect.escalated_at is not None
     moved = effect_mark(
         effect,
         where={"status__in": UNSETTLED},
@@ -114,4 +126,11 @@ def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool)
         },
     )
     effect.refresh_from_db()
+    if moved:
+        effect_settled_follow_up(
+            effect,
+            actor=ACTOR,
+            reason=f"{effect.key}: the downstream {'has' if found else 'has no'} record of it",
+            was_escalated=was_escalated,
+        )
     return moved

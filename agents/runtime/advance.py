@@ -29,7 +29,14 @@ from agents.runtime.budget import budget_check, budget_spend
 from agents.runtime.checkpoint import checkpointer_get, graph_for, jsonable, thread_config
 from agents.runtime.failures import failure_record, recovery_record
 from agents.runtime.fenced_saver import EPOCH, GUARD
-from agents.runtime.lease import Heartbeat, LeaseLost, lease_acquire, lease_owner_new, lease_release
+from agents.runtime.lease import (
+    Heartbeat,
+    LeaseLost,
+    lease_acquire,
+    lease_epoch_raise,
+    lease_owner_new,
+    lease_release,
+)
 from agents.runtime.registry import UnknownAgent, agent_get, agent_is_registered
 from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
 from approvals import services as approval_services
@@ -63,41 +70,51 @@ def _advance_leased(run: AgentRun, *, owner: str, taken_at: float) -> str:
         with Heartbeat(
             run_id=run.pk, owner=owner, epoch=run.lease_epoch, taken_at=taken_at
         ) as beat:
-            if run.flag and not run.cancel_requested:
-                return f"flagged: {run.flag}"  # a person must look first; nothing died
-            if run.status == AgentRun.Status.RUNNING:  # the previous advance died mid-step
-                dead = recovery_record(run)
-                if dead is not None:
-                    return dead
-                run = AgentRun.objects.get(pk=run.pk)
-            return _advance(run, beat)
-    except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
+            return _advance_handled(run, beat)
+    except approval_services.RunStopped:
+        # Cancelled or ended meanwhile (also while a handler below recorded its outcome).
+        fresh = AgentRun.objects.get(pk=run.pk)
+        if fresh.cancel_requested:
+            return _compensate_cancelled(fresh)
+        return f"stopped: run is {fresh.status}"
+
+
+def _advance_handled(run: AgentRun, beat: Heartbeat) -> str:
+    """The advance, and what each way it can stop means for the run."""
+    try:
+        if run.flag and not run.cancel_requested:
+            return f"flagged: {run.flag}"  # a person must look first; nothing died
+        if run.status == AgentRun.Status.RUNNING:  # the previous advance died mid-step
+            dead = recovery_record(run)
+            if dead is not None:
+                return dead
+            run = AgentRun.objects.get(pk=run.pk)
+        return _advance(run, beat)
+    except (
+        LeaseLost,
+        LeaseNotHeld,
+        approval_services.LeaseLostError,
+        approval_services.RunStopped,
+    ):
         raise
     except RunCancelled:
         return _compensate_cancelled(AgentRun.objects.get(pk=run.pk))
     except AdvanceDeadline as exc:
         # A call would not fit in what is left of this task: continue in a new one, where it
-        # has its full time. Not a failure.
-        return _continue(run, reason=str(exc))
+        # has its full time. Not a failure (once per call: see the ledger).
+        return _continue(run, reason=str(exc), deferred_key=exc.key)
     except EffectInDoubt as exc:
         # A person settles it (the effect is escalated); the run waits for them, flagged.
-        approval_services.run_flag(
-            run=AgentRun.objects.get(pk=run.pk), reason=str(exc), status=AgentRun.Status.WAITING
-        )
+        approval_services.run_flag(run=AgentRun.objects.get(pk=run.pk), reason=str(exc))
         return "flagged: effect in doubt"
-    except approval_services.RunStopped:
-        fresh = AgentRun.objects.get(pk=run.pk)
-        if fresh.cancel_requested:
-            return _compensate_cancelled(fresh)
-        return f"stopped: run is {fresh.status}"
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
         return failure_record(run, exc)
 
 
-def _continue(run: AgentRun, *, reason: str) -> str:
+def _continue(run: AgentRun, *, reason: str, deferred_key: str = "") -> str:
     """The step is checkpointed (or will run again): continue in a new task before the task
     timeout kills this one."""
-    approval_services.run_mark_queued(run=run, reason=reason)
+    approval_services.run_mark_queued(run=run, reason=reason, deferred_key=deferred_key)
     approval_services.run_advance_enqueue(run_id=run.pk)
     return "continuing: advance deadline reached"
 
@@ -114,7 +131,12 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
     except UnknownAgent as exc:
         approval_services.run_flag(run=run, reason=str(exc))
         return "flagged: unknown agent"
-    if checkpointer_get().get_tuple(thread_config(run)) is None:
+    head = checkpointer_get().get_tuple(thread_config(run))
+    if head is not None and (head.metadata or {}).get(EPOCH, 0) >= beat.epoch:
+        # The thread holds checkpoints of a later epoch than the run row knows (a restored
+        # database): this lease must outrank them, or its writes would not become the head.
+        beat.epoch = lease_epoch_raise(run_id=run.pk, owner=beat.owner, above=head.metadata[EPOCH])
+    if head is None:
         spec = (
             agent_get(run.agent, run.graph_version)
             if agent_is_registered(run.agent, run.graph_version)
@@ -236,7 +258,8 @@ def _compensate_cancelled(run: AgentRun) -> str:
                 action="run.escalated",
                 actor=f"agent:{run.pk}",
                 run_id=run.pk,
-                data={"error": f"compensation failed: {exc}"},
+                data={"error": f"compensation failed: {exc}", "keys": exc.failed},
             )
-        raise
+        # Handed to a person; an effect of it that is settled later wakes the run again.
+        return f"cancelled: {len(exc.compensated)} compensated, {len(exc.failed)} not yet: {exc}"
     return f"cancelled: {len(undone)} effect(s) compensated"

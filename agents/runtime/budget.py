@@ -16,8 +16,14 @@ class BudgetExceeded(Exception):
 
 
 def budget_spend(run: AgentRun, update: dict[str, Any]) -> None:
-    """Count the steps and model tokens of one streamed update against the run's budget."""
-    steps = sum(1 for node in update if node != "__interrupt__")
+    """Count the steps and model tokens of one streamed update against the run's budget.
+
+    An update LangGraph replays from a task's saved writes (``__metadata__.cached``: the task
+    ran in an earlier advance whose step did not complete) was counted then: not again, and it
+    is no progress."""
+    if (update.get("__metadata__") or {}).get("cached"):
+        return
+    steps = sum(1 for node in update if node not in ("__interrupt__", "__metadata__"))
     tokens = _tokens_in(update)
     counted = AgentRun.objects.values_list("tokens_used", flat=True).get(pk=run.pk)
     # Graphs that keep a cumulative "tokens_used" in their state (it survives resumes

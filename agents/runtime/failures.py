@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.effects.errors import ToolError, call_timeouts, call_transient_errors
+from agents.effects.errors import ToolError, call_may_have_acted, call_transient_errors
 from agents.runtime.budget import BudgetExceeded
 from agents.runtime.checkpoint import CheckpointerNotReady
 from approvals import services as approval_services
@@ -67,7 +67,7 @@ def is_retryable(exc: BaseException) -> bool:
     (``effects.errors``), infrastructure errors, a provider's transient error,
     or any error carrying an HTTP status of 429 or 5xx.
     """
-    if isinstance(exc, (*call_timeouts(), *call_transient_errors(), CheckpointerNotReady)):
+    if isinstance(exc, (*call_may_have_acted(), *call_transient_errors(), CheckpointerNotReady)):
         return True
     if isinstance(exc, _infrastructure_errors()):
         return True

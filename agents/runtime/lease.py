@@ -63,6 +63,14 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
     return run
 
 
+def lease_epoch_raise(*, run_id: Any, owner: str, above: int) -> int:
+    """Make this lease's epoch ``above + 1`` (while we hold it); the new epoch."""
+    epoch = int(above) + 1
+    if not AgentRun.objects.filter(pk=run_id, lease_owner=owner).update(lease_epoch=epoch):
+        raise LeaseLost()
+    return epoch
+
+
 def lease_release(*, run_id: Any, owner: str) -> None:
     """Give the lease back; if an advance was asked for meanwhile, queue it now."""
     with transaction.atomic():

@@ -15,8 +15,11 @@ def runs_recover() -> int:
     """Re-enqueue runs whose worker died: a lapsed lease, or queued with no task for a while."""
     now = timezone.now()
     stale = now - dt.timedelta(seconds=settings.Q_RETRY)
+    # A flagged run waits for a person (run_unflag wakes it): never taken for a dead worker.
     lapsed = AgentRun.objects.filter(
-        status__in=[AgentRun.Status.RUNNING, AgentRun.Status.QUEUED], lease_expires_at__lt=now
+        status__in=[AgentRun.Status.RUNNING, AgentRun.Status.QUEUED],
+        lease_expires_at__lt=now,
+        flag="",
     )
     # Queued with no task for a while, a worker that lost its lease through its own failure,
     # or one that died before the status moved on.
@@ -24,6 +27,7 @@ def runs_recover() -> int:
         status__in=[AgentRun.Status.RUNNING, AgentRun.Status.QUEUED],
         lease_expires_at__isnull=True,
         updated_at__lt=stale,
+        flag="",
     )
     # Woken (a decision, an expiry, a cancel) but the task never ran: the process died
     # between the commit and the enqueue, or its task was dropped.

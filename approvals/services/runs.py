@@ -121,11 +121,11 @@ def run_mark_running(*, run: AgentRun, resumed: bool) -> AgentRun:
     return _run_transition(run, status=AgentRun.Status.RUNNING, action=action, **fields)
 
 
-def run_mark_queued(*, run: AgentRun, reason: str) -> AgentRun:
-    """Back to the queue to continue in a new task (the advance reached its deadline)."""
-    return _run_transition(
-        run, status=AgentRun.Status.QUEUED, action="run.continued", data={"reason": reason}
-    )
+def run_mark_queued(*, run: AgentRun, reason: str, deferred_key: str = "") -> AgentRun:
+    """Back to the queue to continue in a new task (the advance reached its deadline; with
+    ``deferred_key``, the call under that key starts there)."""
+    data = {"reason": reason, **({"deferred_key": deferred_key} if deferred_key else {})}
+    return _run_transition(run, status=AgentRun.Status.QUEUED, action="run.continued", data=data)
 
 
 def run_record_recovery(*, run: AgentRun, previous_owner: str) -> AgentRun:
@@ -193,13 +193,12 @@ def _fits(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def run_flag(*, run: AgentRun, reason: str, status: str | None = None) -> AgentRun:
-    """Refuse to resume and say why (invariant 8); a person must look. ``status`` WAITING when
-    the run waits for that person mid-step (an effect in doubt), so nothing takes it for a
-    worker that died."""
+def run_flag(*, run: AgentRun, reason: str) -> AgentRun:
+    """Refuse to resume and say why (invariant 8); a person must look. The run waits for them
+    (status waiting), so nothing takes it for a worker that died; ``run_unflag`` wakes it."""
     return _run_transition(
         run,
-        status=status or run.status,
+        status=AgentRun.Status.WAITING,
         action="run.flagged",
         data={"reason": reason},
         flag=_fits(reason, AgentRun._meta.get_field("flag").max_length),
