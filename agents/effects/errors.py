@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.client
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -88,76 +89,55 @@ class CompensationFailed(LedgerError):
         self.failed = failed
 
 
+def _classes(*names: str) -> list[type[BaseException]]:
+    """The exception classes named ``module:Class`` whose packages are installed (the HTTP
+    clients are optional: a tool may use any of them, or none)."""
+    found: list[type[BaseException]] = []
+    for name in names:
+        module, _, attr = name.partition(":")
+        try:
+            found.append(getattr(importlib.import_module(module), attr))
+        except ImportError:  # pragma: no cover - that client is not installed
+            continue
+    return found
+
+
 @functools.cache
 def call_timeouts() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "no answer in time" (the downstream may have acted): ours,
-    Python's, and those of the common HTTP clients a tool may use (optional packages)."""
-    found: list[type[BaseException]] = [ToolTimeout, TimeoutError]
-    try:
-        import requests
-
-        found.append(requests.exceptions.Timeout)
-    except ImportError:  # pragma: no cover - requests is not installed
-        pass
-    try:
-        import httpx
-
-        found.append(httpx.TimeoutException)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import urllib3
-
-        found.append(urllib3.exceptions.TimeoutError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(found)
+    Python's, and those of the common HTTP clients a tool may use."""
+    return (
+        ToolTimeout,
+        TimeoutError,
+        *_classes("requests:Timeout", "httpx:TimeoutException", "urllib3.exceptions:TimeoutError"),
+    )
 
 
 @functools.cache
 def call_transient_errors() -> tuple[type[BaseException], ...]:
     """Transient trouble before the request reached the downstream (429/5xx answers, a refused
     connection): worth another try under the same key, and "failed" if the last try fails."""
-    found: list[type[BaseException]] = [RetryableToolError, ConnectionRefusedError]
-    try:
-        import httpx
-
-        found.append(httpx.ConnectError)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import urllib3
-
-        found.append(urllib3.exceptions.NewConnectionError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(found)
+    return (
+        RetryableToolError,
+        ConnectionRefusedError,
+        *_classes("httpx:ConnectError", "urllib3.exceptions:NewConnectionError"),
+    )
 
 
 @functools.cache
 def call_cut_off() -> tuple[type[BaseException], ...]:
     """A connection lost after the request may have been sent (reset, server disconnected, a
     protocol error mid-answer): like a timeout, the downstream may have acted."""
-    found: list[type[BaseException]] = [ConnectionError, http.client.HTTPException]
-    try:
-        import requests
-
-        found.append(requests.exceptions.ConnectionError)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import httpx
-
-        found.extend([httpx.NetworkError, httpx.RemoteProtocolError])
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import urllib3
-
-        found.append(urllib3.exceptions.ProtocolError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(found)
+    return (
+        ConnectionError,
+        http.client.HTTPException,
+        *_classes(
+            "requests:ConnectionError",
+            "httpx:NetworkError",
+            "httpx:RemoteProtocolError",
+            "urllib3.exceptions:ProtocolError",
+        ),
+    )
 
 
 def call_may_have_acted() -> tuple[type[BaseException], ...]:

@@ -3,6 +3,7 @@ and act late, and helpers to drive runs as the workers would (trust tests)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, TypedDict
 
 from django.utils import timezone
@@ -103,4 +104,13 @@ def escalated_effect(run: AgentRun, *, tool: str, args: dict[str, Any]) -> Effec
         args_fingerprint=payload_hash(args),
         status=Effect.Status.IN_DOUBT,
         escalated_at=timezone.now(),
+    )
+
+
+def die_mid_step(run: AgentRun) -> None:
+    """What a killed worker leaves: the run "running" under a lease that lapsed."""
+    AgentRun.objects.filter(pk=run.pk).update(
+        status=AgentRun.Status.RUNNING,
+        lease_owner="a-killed-worker",
+        lease_expires_at=timezone.now() - dt.timedelta(seconds=1),
     )

@@ -31,6 +31,7 @@ from tests.support.pay_agents import (
     ADVANCE_TASK,
     PayState,
     advances_drain,
+    die_mid_step,
     escalated_effect,
     pay_agent_register,
 )
@@ -48,15 +49,6 @@ def _stale(run: AgentRun) -> None:
     """Time passes: the run's row is older than the sweep's orphan threshold (Q_RETRY)."""
     AgentRun.objects.filter(pk=run.pk).update(
         updated_at=timezone.now() - dt.timedelta(seconds=django_settings.Q_RETRY + 5)
-    )
-
-
-def _die_mid_step(run: AgentRun) -> None:
-    """What a killed worker leaves: the run "running" under a lease that lapsed."""
-    AgentRun.objects.filter(pk=run.pk).update(
-        status=AgentRun.Status.RUNNING,
-        lease_owner="a-killed-worker",
-        lease_expires_at=timezone.now() - dt.timedelta(seconds=1),
     )
 
 
@@ -218,7 +210,7 @@ def test_a_branch_killed_every_time_beside_one_that_succeeded_ends_dead(settings
             counts.append((run.failure_count, run.steps_used))
             if run.is_terminal:
                 break
-            _die_mid_step(run)
+            die_mid_step(run)
     finally:
         agent_unregister("fan_kill_agent")
     recovered = AuditEvent.objects.filter(action="run.recovered", run_id=run.id).count()
@@ -247,7 +239,7 @@ def test_a_run_flagged_after_its_worker_died_waits_and_is_not_swept(alice, queue
         )
     )
     run = run_start(agent="gone_agent", input={"amount": 1}, user=alice)
-    _die_mid_step(run)
+    die_mid_step(run)
     agent_unregister("gone_agent")  # a deploy removed it
     first = advance.run_advance(run_id=run.id)
     assert first == "flagged: unknown agent", first

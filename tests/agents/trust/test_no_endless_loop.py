@@ -26,6 +26,7 @@ from approvals.services import (
 )
 from audit.models import AuditEvent
 from tests.support.factories import RunFactory
+from tests.support.pay_agents import die_mid_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,15 +69,6 @@ def test_a_tool_call_never_waits_past_the_advance_deadline(settings, monkeypatch
     assert Effect.objects.get(key=f"{run.id}:k").status == Effect.Status.IN_DOUBT
 
 
-def _die_mid_step(run: AgentRun) -> None:
-    """What a killed worker leaves: the run "running" under a lease that lapsed."""
-    AgentRun.objects.filter(pk=run.pk).update(
-        status=AgentRun.Status.RUNNING,
-        lease_owner="a-killed-worker",
-        lease_expires_at=timezone.now() - dt.timedelta(seconds=1),
-    )
-
-
 class Killed(BaseException):
     """What a task killed mid-step looks like from inside (no ``except Exception`` sees it)."""
 
@@ -106,7 +98,7 @@ def test_an_advance_that_died_mid_step_counts_and_the_run_is_dead_after_the_budg
             advance.run_advance(run_id=run.id)
         outcomes = []
         for _ in range(3):
-            _die_mid_step(run)
+            die_mid_step(run)
             try:
                 outcomes.append(advance.run_advance(run_id=run.id))
             except Killed:
@@ -123,7 +115,7 @@ def test_an_advance_that_died_mid_step_counts_and_the_run_is_dead_after_the_budg
 
 def test_one_death_mid_step_is_counted_and_the_run_goes_on(note_agent, alice):
     run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
-    _die_mid_step(run)
+    die_mid_step(run)
     assert advance.run_advance(run_id=run.id) == "waiting"
     recovered = AuditEvent.objects.get(action="run.recovered", run_id=run.id)
     assert recovered.data["failure_count"] == 1
