@@ -5,11 +5,12 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv deps chromium run test lint format bench
+.PHONY: help venv deps chromium run test soak lint format bench
 
 help:
 	@echo "make run    install, migrate, seed demo data, serve on http://127.0.0.1:$${PORT:-8000}/"
 	@echo "make test   install (incl. Debian chromium) and run the whole test suite"
+	@echo "make soak   long randomized runs: the lifecycle state machine (profile soak) and the chaos test"
 	@echo "make lint   ruff check + ruff format --check"
 	@echo "make bench  run the benchmarks in bench/"
 
@@ -39,6 +40,12 @@ run: venv
 test: deps
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(VENV)/bin/pytest
+
+# The "soak" hypothesis profile (tests/support/hypothesis_profiles.py): many more, random
+# examples than the "ci" default, plus the chaos test that kills real workers.
+soak: venv
+	$(PY) manage.py collectstatic --noinput -v 0
+	HYPOTHESIS_PROFILE=soak $(VENV)/bin/pytest tests/agents/trust/test_lifecycle_machine.py tests/durability/test_chaos.py
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -1,5 +1,5 @@
 """The whole suite's plugins: the people of README.md, probe agents, a recorded task queue,
-the audit purge.
+the audit purge, the hypothesis profiles.
 
 People (tests/support/people.py): alice requests runs, bob approves "write", carol approves
 "critical", dave may approve nothing, erin is a manager, frank a compliance officer. Rows come
@@ -14,6 +14,8 @@ import pytest
 pytest_plugins = [
     # Lets the test flush empty the append-only audit table (see tests/audit_purge.py).
     "tests.audit_purge",
+    # Hypothesis profiles "ci" (default) and "soak", chosen by HYPOTHESIS_PROFILE.
+    "tests.support.hypothesis_profiles",
     "tests.support.people",
     "tests.support.probes",
     "tests.support.queue",

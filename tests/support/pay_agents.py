@@ -17,6 +17,7 @@ from agents.runtime import advance
 from agents.runtime.registry import AgentSpec, agent_register
 from approvals.models import AgentRun
 from audit.canonical import payload_hash
+from tests.support.providers import WorkerKilled
 from tests.support.queue import tasks_named
 
 ADVANCE_TASK = "agents.tasks.run_advance"
@@ -75,11 +76,6 @@ class LateProvider:
     def undo(self, args: dict[str, Any], key: str | None) -> dict[str, Any]:
         self.undone.append(key)
         return {"reversed": args["amount"]}
-
-
-class WorkerKilled(BaseException):
-    """What django-q2's task timeout raises (a SystemExit subclass): no ``except Exception``
-    sees it, so the effect stays claimed."""
 
 
 def advances_drain(queued) -> list[str]:
