@@ -16,6 +16,7 @@ import logging
 from typing import Any, Literal
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.effects.rows import effect_mark
@@ -80,7 +81,11 @@ def effect_escalate(effect: Effect, *, reason: str) -> bool:
 def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
     """The sweep's pass: settle the effects in doubt, escalate those that cannot be."""
     counts = {"succeeded": 0, "not_done": 0, "escalated": 0}
-    due = Effect.objects.filter(status=Effect.Status.IN_DOUBT).order_by("updated_at", "id")
+    # In doubt, or claimed by a worker that died in a run that will never advance again.
+    ended = (AgentRun.Status.DEAD, AgentRun.Status.FAILED, AgentRun.Status.COMPLETED)
+    due = Effect.objects.filter(
+        Q(status=Effect.Status.IN_DOUBT) | Q(status=Effect.Status.CLAIMED, run__status__in=ended)
+    ).order_by("updated_at", "id")
     for effect in list(due[:limit]):
         outcome = effect_reconcile(effect)
         if outcome == "unknown":

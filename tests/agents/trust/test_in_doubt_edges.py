@@ -174,3 +174,20 @@ def test_calling_an_effect_in_doubt_again_is_audited(late, alice):
         AuditEvent.objects.filter(run_id=run.id).order_by("seq").values_list("action", flat=True)
     )
     assert actions.count("effect.claimed") == 2, actions
+
+
+def test_a_claim_left_by_a_dead_worker_of_a_run_that_ended_is_settled_by_the_sweep(late, alice):
+    """The worker died mid-call and the run then ended (dead): nothing will replay it. The
+    sweep asks the downstream by key like it does for effects in doubt."""
+    from agents import tasks
+    from tests.support.factories import RunFactory
+
+    run = RunFactory(requested_by=alice, status=AgentRun.Status.RUNNING)
+    key = f"{run.thread_id}:pay"
+    late.script = ["killed"]
+    with pytest.raises(WorkerKilled):
+        effect_execute(run_id=str(run.id), key=key, tool="lpay", args={"amount": 30})
+    late.land(key, 30)  # it acted before the worker died
+    AgentRun.objects.filter(pk=run.pk).update(status=AgentRun.Status.DEAD)
+    tasks.runs_recover()
+    assert Effect.objects.get(key=key).status == Effect.Status.SUCCEEDED
