@@ -25,6 +25,7 @@ from agents.runtime.registry import AgentSpec, agent_list
 from approvals import selectors
 from approvals.models import AgentRun
 from approvals.permissions import user_may_cancel
+from approvals.run_errors import error_summary
 from approvals.serializers import ApprovalSerializer
 from core.pagination import ApiCursorPagination
 from core.rest import ErrorSerializer, error_response, paginated
@@ -83,7 +84,9 @@ class RunDetailSerializer(RunSerializer):
 
     input = serializers.JSONField()
     output = serializers.JSONField()
-    error = serializers.CharField(allow_blank=True)
+    error = serializers.SerializerMethodField(
+        help_text="One line: the exception's type and message (admins see the traceback)."
+    )
     resume_count = serializers.IntegerField()
     failure_count = serializers.IntegerField()
     steps_used = serializers.IntegerField()
@@ -91,6 +94,10 @@ class RunDetailSerializer(RunSerializer):
     cancel_requested = serializers.BooleanField()
     approvals = serializers.SerializerMethodField()
     effects = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_error(self, run: AgentRun) -> str:
+        return error_summary(run.error)
 
     @extend_schema_field(ApprovalSerializer(many=True))
     def get_approvals(self, run: AgentRun) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from agents.models import (
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
 from approvals.permissions import user_may_cancel
+from approvals.run_errors import error_summary
 from approvals.selectors import run_approvals, run_get, run_list
 from audit.models import AuditEvent
 from audit.selectors import event_filter
@@ -50,6 +51,10 @@ def _visible_run(request: HttpRequest, pk: Any) -> AgentRun:
         return run_get(pk=pk, fetched_by=request.user)
     except AgentRun.DoesNotExist:
         raise Http404("No such run.") from None
+
+
+def _reads_tracebacks(request: HttpRequest) -> bool:
+    return bool(request.user.is_superuser or request.user.is_staff)
 
 
 def _time_travel_allowed(request: HttpRequest) -> bool:
@@ -127,6 +132,8 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
     sandbox_keys = {item["key"] for item in sandbox}
     context = {
         "run": run,
+        # The traceback (file paths, code) is for admins; everyone else reads one line.
+        "run_error": run.error if _reads_tracebacks(request) else error_summary(run.error),
         "history": history,
         "history_error": history_error,
         "approvals": run_approvals(run=run),

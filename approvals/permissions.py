@@ -1,11 +1,13 @@
 """Who may see runs and approvals, cancel a run, and decide an approval (invariant 7: enforced
-on the server).
+on the server). The rule is written here once; pages, API and exports read through the
+selectors that apply it (docs/security.md has the table).
 
-- Reviewers and auditors (superusers, ``approvals.decide``, ``approvals.view_approvalrequest``)
-  see every run and approval; everyone else sees their own runs, the runs with an approval
-  they may decide (by tier group or escalation group), and those runs' approvals.
-- Of those who see a run, the requester, staff, superusers and those who may decide approvals
-  may cancel it.
+- A run and its approvals are visible to its requester; to the allowed approvers of the tier of
+  one of its approvals (approval_decidable_filter); to compliance (``audit.view_audit``) and to
+  whoever an admin grants ``approvals.view_approvalrequest`` (read-only, everything); and to
+  superusers. Managers see aggregates only (the metrics), not runs or approvals.
+- Of those who see a run, the requester, staff, superusers and the allowed approvers of one of
+  its approvals may cancel it.
 - Members of the tier's approver groups may decide; once the approval has escalated, members of
   the tier's escalation group may too.
 - A tier with no approver groups (or no RiskTier row at all) falls back to the
@@ -22,14 +24,17 @@ from django.db.models import Q
 
 from approvals import policy
 from approvals.models import AgentRun, ApprovalRequest, RiskTier
+from audit.selectors import user_sees_all
+
+READ_ALL_PERMISSION = "approvals.view_approvalrequest"
 
 
 def user_may_view_all(user: Any) -> bool:
-    """Reviewers and auditors see every run and approval; others see their own runs."""
+    """Superusers, compliance and an explicit admin grant read every run and approval; the
+    right to decide does not (it shows the runs of the tiers one may decide)."""
     return bool(
-        user.is_superuser
-        or user.has_perm("approvals.decide")
-        or user.has_perm("approvals.view_approvalrequest")
+        user.is_authenticated
+        and (user_sees_all(user) or (user.is_active and user.has_perm(READ_ALL_PERMISSION)))
     )
 
 
@@ -52,14 +57,14 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
 
 
 def user_may_cancel(*, user: Any, run: AgentRun) -> bool:
-    """Of those who see the run: the requester, staff and superusers, and those who may decide
-    approvals."""
-    return user_may_view_run(user=user, run=run) and (
-        run.requested_by_id == user.pk
-        or user.is_staff
-        or user.is_superuser
-        or user.has_perm("approvals.decide")
-    )
+    """Of those who see the run: the requester, staff and superusers, and the allowed approvers
+    of one of its approvals."""
+    if not user_may_view_run(user=user, run=run):
+        return False
+    if run.requested_by_id == user.pk or user.is_staff or user.is_superuser:
+        return True
+    decidable = approval_decidable_filter(user=user)
+    return decidable is not None and run.approvals.filter(decidable).exists()
 
 
 def approval_decidable_filter(*, user: Any) -> Q | None:

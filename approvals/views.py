@@ -15,7 +15,7 @@ from approvals import services
 from approvals.contract import is_console_payload
 from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
 from approvals.models import ApprovalRequest
-from approvals.permissions import user_may_decide, user_may_view_all
+from approvals.permissions import user_may_decide
 from approvals.selectors import approval_get, approval_list_pending, approval_quorum
 from core.errors import ApplicationError
 from core.pagination import keyset_page
@@ -45,9 +45,8 @@ def _visible_approval(request: HttpRequest, pk: int) -> ApprovalRequest:
 def queue(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET or None)
     filters = form.filters()
-    may_view_all = user_may_view_all(request.user)
-    if not may_view_all:
-        filters["mine"] = True
+    # "All pending" is every pending approval the reader may see (the selector applies the
+    # visibility rule), so the choice is offered to everyone.
     qs = approval_list_pending(user=request.user, **filters)
     page = keyset_page(qs, cursor=request.GET.get("cursor"), fields=("expires_at", "id"))
     context = {
@@ -55,7 +54,6 @@ def queue(request: HttpRequest) -> HttpResponse:
         "page": page,
         "approvals": page.items,
         "mine": filters["mine"],
-        "may_view_all": may_view_all,
         "may_decide": request.user.has_perm("approvals.decide"),
     }
     if request.htmx and not request.htmx.history_restore_request:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from audit.models import AuditEvent, AuditExport
 
@@ -19,36 +17,14 @@ def user_sees_all(user: Any) -> bool:
     return bool(user.is_active and (user.is_superuser or user.has_perm("audit.view_audit")))
 
 
-def user_is_reviewer(user: Any) -> bool:
-    permission = getattr(settings, "AUDIT_REVIEWER_PERMISSION", "approvals.decide")
-    return bool(user.is_active and user.has_perm(permission))
-
-
 def user_may_read(user: Any) -> bool:
-    return user.is_authenticated and (user_sees_all(user) or user_is_reviewer(user))
-
-
-def reviewer_approval_ids(*, user: Any) -> Iterable[int] | QuerySet:
-    """The approvals a reviewer decided.
-
-    By default the audit trail answers it itself: approvals with an "approval.decided" event
-    by this user (so every approver of a quorum sees it). A project may point the setting
-    AUDIT_REVIEWER_SCOPE at "dotted.path.function" taking user= and returning approval ids.
-    """
-    hook = getattr(settings, "AUDIT_REVIEWER_SCOPE", "")
-    if hook:
-        return import_string(hook)(user=user)
-    return AuditEvent.objects.filter(
-        action="approval.decided", actor_user_id=user.pk, approval_id__isnull=False
-    ).values("approval_id")
+    """The audit trail carries run data (inputs, payloads, tracebacks): compliance and admins
+    only. A run's own history is on its page, for those who may see the run."""
+    return bool(user.is_authenticated and user_sees_all(user))
 
 
 def event_list_visible(*, user: Any) -> QuerySet[AuditEvent]:
-    if user_sees_all(user):
-        return AuditEvent.objects.all()
-    if user_is_reviewer(user):
-        return AuditEvent.objects.filter(approval_id__in=reviewer_approval_ids(user=user))
-    return AuditEvent.objects.none()
+    return AuditEvent.objects.all() if user_may_read(user) else AuditEvent.objects.none()
 
 
 def _day_start(day: dt.date) -> dt.datetime:

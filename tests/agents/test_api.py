@@ -258,7 +258,9 @@ def test_the_requester_cancels_a_run_and_its_pending_approvals_close(
 
 
 def test_an_approver_may_cancel_someone_elses_run(alice, bob):
-    run = ProbeRunFactory(requested_by=alice)
+    # Issue 12: an approver of one of its approvals (the decide permission alone no longer
+    # shows, nor lets one cancel, a run with nothing to decide).
+    run = ProbeApprovalFactory(run=ProbeRunFactory(requested_by=alice)).run
 
     response = rest_client_for(bob).post(f"/api/runs/{run.id}/cancel/")
 

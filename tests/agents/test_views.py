@@ -67,6 +67,19 @@ def run_of_alice(alice) -> AgentRun:
 
 
 @pytest.fixture
+def run_to_review(run_of_alice) -> AgentRun:
+    """Alice's run with a pending approval its reviewers may decide: since issue 12 the right to
+    decide shows the runs with an approval of a tier one may decide, not every run."""
+    PageApprovalFactory(run=run_of_alice)
+    return run_of_alice
+
+
+def _reviewable(run: AgentRun) -> AgentRun:
+    PageApprovalFactory(run=run)
+    return run
+
+
+@pytest.fixture
 def time_traveller(db) -> User:
     """A reviewer who also holds agents.time_travel."""
     return person("tina", perms=[DECIDE, "agents.time_travel"])
@@ -82,8 +95,10 @@ def history():
 
 def test_the_run_list_filters_by_status_and_agent(bob, alice):
     as_bob = client_for(bob)
-    waiting = PageRunFactory(requested_by=alice, agent="refund_agent", status="waiting")
-    done = PageRunFactory(requested_by=alice, agent="incident_copilot", status="completed")
+    waiting = _reviewable(PageRunFactory(requested_by=alice, agent="refund_agent"))
+    done = _reviewable(
+        PageRunFactory(requested_by=alice, agent="incident_copilot", status="completed")
+    )
     all_runs = as_bob.get(RUNS).content.decode()
     assert _run_url(waiting) in all_runs and _run_url(done) in all_runs
     by_status = as_bob.get(RUNS, {"status": "completed"}).content.decode()
@@ -102,7 +117,7 @@ def test_the_run_list_shows_people_without_review_rights_only_their_own_runs(ali
 
 def test_the_run_list_pages_by_keyset(bob, alice):
     as_bob = client_for(bob)
-    runs = [PageRunFactory(requested_by=alice) for _ in range(27)]
+    runs = [_reviewable(PageRunFactory(requested_by=alice)) for _ in range(27)]
     first = as_bob.get(RUNS).content.decode()
     cursor = re.search(r'href="/runs/\?cursor=([^"&]+)" rel="next"', first).group(1)
     second = as_bob.get(RUNS, {"cursor": cursor}).content.decode()
@@ -176,12 +191,12 @@ def test_the_run_page_shows_its_timeline_approvals_effects_and_events(bob, run_o
     assert "View state at this step" not in html and "Fork from here" not in html
 
 
-def test_the_run_page_survives_a_history_that_cannot_be_read(bob, run_of_alice):
+def test_the_run_page_survives_a_history_that_cannot_be_read(bob, run_to_review):
     as_bob = client_for(bob)
     with mock.patch.object(
         agent_selectors, "run_history", side_effect=RuntimeError("checkpointer down")
     ):
-        response = as_bob.get(_run_url(run_of_alice))
+        response = as_bob.get(_run_url(run_to_review))
     assert response.status_code == 200
     assert "The step history could not be read (RuntimeError)." in response.content.decode()
 
@@ -228,28 +243,30 @@ def test_time_travel_needs_its_permission(bob, run_of_alice, history):
     assert as_bob.post(fork, {"checkpoint_id": "cp-1"}).status_code == 403
 
 
-def test_viewing_the_state_at_a_step_is_audited(time_traveller, run_of_alice, history):
+def test_viewing_the_state_at_a_step_is_audited(time_traveller, run_to_review, history):
     client = client_for(time_traveller)
-    detail = client.get(_run_url(run_of_alice)).content.decode()
-    step_url = reverse("agents:run-step", args=[run_of_alice.pk, "cp-1"])
+    detail = client.get(_run_url(run_to_review)).content.decode()
+    step_url = reverse("agents:run-step", args=[run_to_review.pk, "cp-1"])
     assert step_url in detail and "Fork from here" in detail
     response = client.get(step_url)
     html = response.content.decode()
     assert response.status_code == 200
     assert "cp-1" in html and "&lt;b&gt;db pool exhausted&lt;/b&gt;" in html
-    event = AuditEvent.objects.get(action="run.state_viewed", run_id=run_of_alice.pk)
+    event = AuditEvent.objects.get(action="run.state_viewed", run_id=run_to_review.pk)
     assert event.actor_username == "tina" and event.data == {"checkpoint_id": "cp-1"}
-    assert client.get(reverse("agents:run-step", args=[run_of_alice.pk, "nope"])).status_code == 404
+    assert (
+        client.get(reverse("agents:run-step", args=[run_to_review.pk, "nope"])).status_code == 404
+    )
 
 
-def test_fork_from_here_opens_the_new_branch(time_traveller, run_of_alice, history):
+def test_fork_from_here_opens_the_new_branch(time_traveller, run_to_review, history):
     child = PageRunFactory(requested_by=time_traveller, status="queued")
     with mock.patch.object(agent_services, "run_fork", return_value=child) as fork:
         response = client_for(time_traveller).post(
-            reverse("agents:run-fork", args=[run_of_alice.pk]), {"checkpoint_id": "cp-1"}
+            reverse("agents:run-fork", args=[run_to_review.pk]), {"checkpoint_id": "cp-1"}
         )
     assert response.status_code == 302
     assert response["Location"] == _run_url(child)
     assert fork.call_args.kwargs["checkpoint_id"] == "cp-1"
-    assert fork.call_args.kwargs["run"] == run_of_alice
+    assert fork.call_args.kwargs["run"] == run_to_review
     assert fork.call_args.kwargs["user"] == time_traveller

@@ -175,7 +175,9 @@ def test_dave_sees_nothing_he_may_decide(log_in, api_client_for, alice, dave):
     assert response is not None and response.status == 404
 
 
-def test_second_reviewer_is_told_who_already_decided(log_in, api_client_for, alice, bob, carol):
+def test_second_reviewer_is_told_who_already_decided(
+    log_in, api_client_for, alice, bob, carol, frank
+):
     # The alert text carries markup: the pages must show it as text, never run it.
     incident = {**INCIDENT, "signal": MARKUP_SIGNAL}
     approval = waiting_approval(api_client_for(alice), agent="incident_copilot", input=incident)
@@ -204,7 +206,9 @@ def test_second_reviewer_is_told_who_already_decided(log_in, api_client_for, ali
     bob_api = api_client_for(bob)
     decided = bob_api.get(f"/api/approvals/{approval['id']}/")
     assert (decided["status"], decided["decided_by"]) == ("approved", "bob")
-    events = bob_api.get(f"/api/audit/?approval={approval['id']}&action=approval.decided")
+    # The audit trail is compliance's (issue 12): frank reads who decided.
+    audit = api_client_for(frank)
+    events = audit.get(f"/api/audit/?approval={approval['id']}&action=approval.decided")
     events = events["results"] if isinstance(events, dict) else events
     assert [e["actor_username"] for e in events] == ["bob"]
     completed_run(api_client_for(alice), approval["run"])

@@ -19,7 +19,7 @@ from agents.tools import tool_unregister
 from approvals.models import AgentRun
 from approvals.services import run_flag
 from audit.models import AuditEvent
-from tests.support.factories import RunFactory
+from tests.support.factories import ApprovalFactory, RunFactory
 from tests.support.people import client_for
 from tests.support.providers import KeylessProvider, keyless_tool_register
 
@@ -113,6 +113,9 @@ def test_only_reviewers_settle_and_only_once(escalated, alice, bob, dave):
 def test_the_run_page_offers_the_answer_and_settles(escalated, bob, dave, settings):
     run, effect, downstream = escalated
     _quiet(effect, settings)
+    # Bob sees the run as an approver of one of its approvals (issue 12: the right to decide
+    # alone no longer shows every run).
+    ApprovalFactory(run=run, status="approved")
     page = client_for(bob).get(f"/runs/{run.pk}/").content.decode()
     assert "Waiting for a person" in page and "It did not happen" in page
     response = client_for(bob).post(

@@ -107,10 +107,11 @@ def test_call_it_again_submitted_twice_buys_one_call(settings, monkeypatch, alic
 def test_a_settle_note_with_a_nul_character_is_refused_not_a_500(alice, bob, queued):
     """Decisions refuse NUL characters (Postgres JSON cannot store them); the settle note is
     user text too and goes into the effect's result and the audit event."""
-    from tests.support.factories import RunFactory
+    from tests.support.factories import ApprovalFactory, RunFactory
     from tests.support.people import client_for
 
     run = RunFactory(requested_by=alice, status=AgentRun.Status.RUNNING)
+    ApprovalFactory(run=run, status="approved")  # bob sees the run as one of its approvers
     effect = escalated_effect(run, tool="refund_payment", args={"order_id": "A-1", "amount": "5"})
     client = client_for(bob)
     client.raise_request_exception = False
