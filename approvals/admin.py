@@ -12,8 +12,9 @@ from approvals.models import (
     RiskTier,
     ToolPolicy,
     ToolPolicyRule,
+    WebhookEndpoint,
 )
-from approvals.notifications import notification_retry
+from approvals.notifications import notification_retry, webhook_endpoint_secret_rotate
 from approvals.services import policy_change_record, policy_object_delete
 
 
@@ -128,7 +129,7 @@ class RiskTierAdmin(PolicyAdminMixin, admin.ModelAdmin):
                 )
             },
         ),
-        ("Notifications", {"fields": ("email_notifications", "webhook_url")}),
+        ("Notifications", {"fields": ("email_notifications", "webhook_endpoint")}),
     )
 
     def get_queryset(self, request):
@@ -185,6 +186,24 @@ class ApprovalVoteAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "url", "is_active", "created_at")
+    list_filter = ("is_active",)
+    search_fields = ("name", "url")
+    fields = ("name", "url", "is_active", "secret", "created_at")
+    # Generated, never typed: rotate it with the action (the receiver needs the new one).
+    readonly_fields = ("secret", "created_at")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    actions = ["rotate_secret"]
+
+    @admin.action(description="Rotate the signing secret")
+    def rotate_secret(self, request, queryset):
+        for endpoint in queryset:
+            webhook_endpoint_secret_rotate(endpoint=endpoint)
+        self.message_user(request, "New secrets generated: give them to the receivers.")
 
 
 @admin.register(Notification)

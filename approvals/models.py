@@ -9,6 +9,13 @@ from django.contrib.auth.models import Group
 from django.core.validators import MinValueValidator
 from django.db import models
 
+# The outbox's models live in their own module (for size); the app's models are imported from here.
+from approvals.notification_models import (  # noqa: F401
+    Notification,
+    WebhookEndpoint,
+    webhook_secret_new,
+)
+
 
 class AgentRun(models.Model):
     """One durable execution of an agent graph (one LangGraph thread)."""
@@ -279,8 +286,13 @@ class RiskTier(models.Model):
     email_notifications = models.BooleanField(
         default=True, help_text="Email approvers and requesters about this tier's approvals."
     )
-    webhook_url = models.URLField(
-        blank=True, help_text="JSON POST with a Slack-compatible 'text' for every event."
+    webhook_endpoint = models.ForeignKey(
+        "approvals.WebhookEndpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tiers",
+        help_text="Signed JSON POST with a Slack-compatible 'text' for every event.",
     )
 
     class Meta:
@@ -343,52 +355,3 @@ class ToolPolicyRule(models.Model):
                 Decimal(self.value.strip())
             except (InvalidOperation, ValueError, AttributeError):
                 raise ValidationError({"value": "must be a number for <, <=, > and >="}) from None
-
-
-class Notification(models.Model):
-    """Outbox: written with the event, delivered by a task with retries and backoff."""
-
-    class Channel(models.TextChoices):
-        EMAIL = "email"
-        WEBHOOK = "webhook"
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        SENT = "sent"
-        FAILED = "failed"
-
-    class Event(models.TextChoices):
-        REQUEST = "request"
-        REMINDER = "reminder"
-        ESCALATION = "escalation"
-        EXPIRY = "expiry"
-        DECISION = "decision"
-
-    event = models.CharField(max_length=12, choices=Event.choices)
-    channel = models.CharField(max_length=8, choices=Channel.choices)
-    recipient = models.CharField(max_length=500, help_text="Email address or webhook URL.")
-    subject = models.CharField(max_length=200)
-    text = models.TextField()
-    payload = models.JSONField(default=dict, blank=True)
-    approval = models.ForeignKey(
-        ApprovalRequest,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="notifications",
-    )
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    next_attempt_at = models.DateTimeField()
-    last_error = models.TextField(blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [
-            models.Index(fields=["status", "next_attempt_at"], name="notification_due"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.event} via {self.channel} to {self.recipient} ({self.status})"

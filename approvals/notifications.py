@@ -1,7 +1,8 @@
 """The notification outbox: rows written in the event's transaction, delivered by a task.
 
 Channels: email through Django's email backend, and a webhook (JSON POST with a
-Slack-compatible ``text``) configured per tier. Delivery retries with exponential backoff and
+Slack-compatible ``text``, signed the Standard Webhooks way with the endpoint's secret: see
+docs/security.md) configured per tier. Delivery retries with exponential backoff and
 ends in ``failed`` after NOTIFICATION_MAX_ATTEMPTS; it never touches the approval itself, so
 a failing channel cannot block or undo a decision.
 """
@@ -21,8 +22,15 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django_q.tasks import async_task
+from standardwebhooks.webhooks import Webhook
 
-from approvals.models import ApprovalRequest, Notification, RiskTier
+from approvals.models import (
+    ApprovalRequest,
+    Notification,
+    RiskTier,
+    WebhookEndpoint,
+    webhook_secret_new,
+)
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +125,14 @@ def notifications_create(
                     next_attempt_at=now,
                 )
             )
-    if tier.webhook_url:
+    endpoint = tier.webhook_endpoint
+    if endpoint is not None and endpoint.is_active:
         rows.append(
             Notification(
                 event=event,
                 channel=Notification.Channel.WEBHOOK,
-                recipient=tier.webhook_url,
+                recipient=endpoint.url,
+                endpoint=endpoint,
                 subject=subject,
                 text=text,
                 payload=payload,
@@ -201,13 +211,45 @@ def _send(row: Notification) -> None:
     request = urllib.request.Request(
         row.recipient,
         data=body,
-        headers={"Content-Type": "application/json", "User-Agent": "approval-console"},
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "approval-console",
+            **webhook_headers(row, body=body, now=timezone.now()),
+        },
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:  # noqa: S310 - admin-configured URL
         status = response.status
     if not 200 <= status < 300:
         raise urllib.error.HTTPError(row.recipient, status, "unexpected status", None, None)
+
+
+class WebhookEndpointUnavailable(Exception):
+    """Recorded as the delivery's error (retried, then failed), never raised to a caller."""
+
+
+def webhook_headers(row: Notification, *, body: bytes, now: dt.datetime) -> dict[str, str]:
+    """Standard Webhooks headers signing exactly ``body`` with the endpoint's current secret.
+
+    ``webhook-id`` is the row's message id, the same on every retry; the timestamp is the
+    attempt's, so a receiver can refuse stale (replayed) requests.
+    """
+    endpoint = row.endpoint
+    if endpoint is None or not endpoint.is_active:
+        raise WebhookEndpointUnavailable("the webhook endpoint was removed or deactivated")
+    msg_id = f"msg_{row.message_id.hex}"
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(endpoint.secret).sign(msg_id, now, body.decode()),
+    }
+
+
+def webhook_endpoint_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
+    """A new signing secret; pending retries are signed with it from their next attempt."""
+    endpoint.secret = webhook_secret_new()
+    endpoint.save(update_fields=["secret"])
+    return endpoint.secret
 
 
 def notifications_due(*, now: dt.datetime, limit: int) -> list[int]:

@@ -27,7 +27,7 @@ UNKNOWN_TIER = "critical"
 
 def tier_get(name: str) -> RiskTier | None:
     """The configured tier of this name, or None (code defaults apply)."""
-    return RiskTier.objects.filter(name=name).first()
+    return RiskTier.objects.select_related("webhook_endpoint").filter(name=name).first()
 
 
 def tier_for_call(*, tool: str, args: dict[str, Any], default_tier: str) -> str:

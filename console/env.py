@@ -68,3 +68,16 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """SECURE_PROXY_SSL_HEADER from ``HTTP_X_FORWARDED_PROTO`` or ``HTTP_X_FORWARDED_PROTO,https``."""
+    if not raw.strip():
+        return None
+    header, _, value = (part.strip() for part in raw.partition(","))
+    if not header.startswith("HTTP_") or not header.replace("_", "").isalnum():
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER must be a request header as Django names it "
+            f"(e.g. HTTP_X_FORWARDED_PROTO), optionally ',<value>', got {raw!r}"
+        )
+    return header.upper(), value or "https"

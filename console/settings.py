@@ -9,20 +9,30 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from console.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    proxy_ssl_header,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CONSOLE_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
+# Public, so `manage.py check --deploy` refuses it (console/checks.py).
+DEVELOPMENT_SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY:
     # Zero-configuration for `make run` and the tests; a deployment sets SECRET_KEY
     # (README: Configuration), and DJANGO_REQUIRE_SECRET_KEY=true makes that mandatory.
     if env_bool("DJANGO_REQUIRE_SECRET_KEY", False):
         raise ImproperlyConfigured("SECRET_KEY must be set (DJANGO_REQUIRE_SECRET_KEY is on)")
-    SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -34,6 +44,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "csp",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -56,6 +67,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -76,6 +88,46 @@ TEMPLATES = [
         },
     },
 ]
+
+# --- HTTPS and browser security headers (README: Setup; docs/security.md) ------------------
+# One switch for a deployment served over HTTPS: redirect http, secure cookies, HSTS. Off by
+# default because `make run` and the test servers speak plain http on 127.0.0.1; each setting
+# below can still be set on its own.
+CONSOLE_HTTPS = env_bool("CONSOLE_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", CONSOLE_HTTPS)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", CONSOLE_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", CONSOLE_HTTPS)
+SECURE_HSTS_SECONDS = env_int(
+    "SECURE_HSTS_SECONDS", 365 * 24 * 3600 if CONSOLE_HTTPS else 0, minimum=0
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", CONSOLE_HTTPS)
+# Preloading is a promise to browser vendors that is slow to undo: opt in explicitly.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Behind a proxy that terminates TLS: the header it sets, e.g. HTTP_X_FORWARDED_PROTO (its
+# value must then be "https"), or "HTTP_X_FORWARDED_PROTO,https" to name the value too. Only
+# when the proxy always sets (or strips) that header: anyone else could claim https with it.
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER", ""))
+SECURE_REFERRER_POLICY = env_str("SECURE_REFERRER_POLICY", "same-origin")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# No inline script anywhere (static/js only); styles from static/css only. Swagger UI's icons
+# are data: URIs in its stylesheet. The API docs page loads its setup script from its
+# own URL (drf-spectacular's SpectacularSwaggerSplitView), so it needs no exception.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # --- Database ---------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", "")

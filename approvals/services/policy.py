@@ -30,7 +30,7 @@ def policy_snapshot(obj: RiskTier | ToolPolicy) -> dict[str, Any]:
             "expiry_decision": obj.expiry_decision,
             "allowed_decisions": obj.allowed_decisions,
             "email_notifications": obj.email_notifications,
-            "webhook_url": obj.webhook_url,
+            "webhook_endpoint": obj.webhook_endpoint.name if obj.webhook_endpoint_id else None,
         }
     return {
         "tool": obj.tool,

@@ -5,15 +5,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 import time_machine
+from django.conf import settings
 from django.core import mail
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from approvals import notifications
-from approvals.models import ApprovalRequest, Notification, RiskTier
+from approvals.models import (
+    ApprovalRequest,
+    Notification,
+    RiskTier,
+    WebhookEndpoint,
+    webhook_secret_new,
+)
 from approvals.notifications import notification_deliver
 from approvals.services import approvals_sweep
 from tests.support.approvals import decide, request_approval
@@ -29,12 +38,16 @@ class Hook:
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.bodies: list[dict] = []
+        self.requests: list[tuple[dict[str, str], bytes]] = []  # (headers, raw body)
+        self.endpoint: WebhookEndpoint | None = None
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 hook.bodies.append(json.loads(body))
+                headers = {key.lower(): value for key, value in self.headers.items()}
+                hook.requests.append((headers, body))
                 failing = len(hook.bodies) <= hook.failures
                 self.send_response(500 if failing else 200)
                 self.end_headers()
@@ -59,7 +72,8 @@ def hook_factory(demo_policy) -> Iterator:
     def make(failures: int) -> Hook:
         hook = Hook(failures)
         hooks.append(hook)
-        RiskTier.objects.filter(name="write").update(webhook_url=hook.url)
+        hook.endpoint = WebhookEndpoint.objects.create(name=f"hook {len(hooks)}", url=hook.url)
+        RiskTier.objects.filter(name="write").update(webhook_endpoint=hook.endpoint)
         return hook
 
     yield make
@@ -144,7 +158,8 @@ def test_a_webhook_that_keeps_failing_ends_failed_and_visible_in_the_admin(
 def test_an_unreachable_webhook_never_blocks_or_undoes_a_decision(
     demo_policy, alice, bob, queued, django_capture_on_commit_callbacks
 ):
-    RiskTier.objects.filter(name="write").update(webhook_url="http://127.0.0.1:9/closed")
+    closed = WebhookEndpoint.objects.create(name="closed", url="http://127.0.0.1:9/closed")
+    RiskTier.objects.filter(name="write").update(webhook_endpoint=closed)
     approval = request_approval(requester=alice, tier="write")
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -172,3 +187,127 @@ def test_without_tier_rows_nothing_is_sent(db, alice, bob):
     approval = request_approval(requester=alice, tier="write")
     decide(approval, bob)
     assert not Notification.objects.exists()
+
+
+def delivered(hook: Hook, alice) -> tuple[Notification, dict[str, str], bytes]:
+    """One request notification delivered to ``hook``: (row, headers, raw body) it received."""
+    row = webhook_of(request_approval(requester=alice, tier="write"))
+    assert notification_deliver(notification_id=row.id) == "sent"
+    headers, body = hook.requests[-1]
+    return row, headers, body
+
+
+def test_a_receiver_verifies_the_webhook_signature_with_the_standard_webhooks_library(
+    hook_factory, alice
+):
+    hook = hook_factory(failures=0)
+    row, headers, body = delivered(hook, alice)
+
+    payload = Webhook(hook.endpoint.secret).verify(body, headers)
+
+    assert payload == row.payload
+    assert headers["webhook-id"] == f"msg_{row.message_id.hex}"
+    assert headers["webhook-signature"].startswith("v1,")
+    assert hook.endpoint.secret.startswith("whsec_")
+
+
+def test_a_tampered_body_or_a_stale_timestamp_fails_verification(hook_factory, alice):
+    hook = hook_factory(failures=0)
+    _, headers, body = delivered(hook, alice)
+    receiver = Webhook(hook.endpoint.secret)
+
+    with pytest.raises(WebhookVerificationError, match="No matching signature"):
+        receiver.verify(body.replace(b'"request"', b'"decision"'), headers)
+    with pytest.raises(WebhookVerificationError, match="No matching signature"):
+        receiver.verify(body, {**headers, "webhook-timestamp": str(int(time.time()) - 1)})
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)
+    with time_machine.travel(later), pytest.raises(WebhookVerificationError, match="too old"):
+        receiver.verify(body, headers)
+    with pytest.raises(WebhookVerificationError, match="No matching signature"):
+        Webhook(webhook_secret_new()).verify(body, headers)
+
+
+def test_every_retry_of_a_webhook_keeps_its_id_and_each_attempt_is_signed(hook_factory, alice):
+    hook = hook_factory(failures=1)
+    row = webhook_of(request_approval(requester=alice, tier="write"))
+    other = webhook_of(request_approval(requester=alice, tier="write"))
+
+    assert notification_deliver(notification_id=row.id).startswith("retry in")
+    Notification.objects.filter(pk=row.pk).update(next_attempt_at=dt.datetime.now(dt.UTC))
+    assert notification_deliver(notification_id=row.id) == "sent"
+    assert notification_deliver(notification_id=other.id) == "sent"
+
+    ids = [headers["webhook-id"] for headers, _ in hook.requests]
+    assert ids[0] == ids[1] != ids[2]
+    for headers, body in hook.requests:
+        Webhook(hook.endpoint.secret).verify(body, headers)
+
+
+def test_a_secret_rotated_in_the_admin_signs_the_next_request_and_the_old_one_no_longer_verifies(
+    hook_factory, alice, admin_client
+):
+    hook = hook_factory(failures=0)
+    old_secret = hook.endpoint.secret
+    page = admin_client.get(f"/admin/approvals/webhookendpoint/{hook.endpoint.pk}/change/")
+    assert old_secret in page.content.decode()
+
+    response = admin_client.post(
+        "/admin/approvals/webhookendpoint/",
+        {"action": "rotate_secret", "_selected_action": [hook.endpoint.pk]},
+    )
+    assert response.status_code == 302
+    hook.endpoint.refresh_from_db()
+    _, headers, body = delivered(hook, alice)
+
+    assert hook.endpoint.secret.startswith("whsec_") and hook.endpoint.secret != old_secret
+    Webhook(hook.endpoint.secret).verify(body, headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old_secret).verify(body, headers)
+
+
+def test_an_inactive_endpoint_gets_no_webhooks(hook_factory, alice):
+    hook = hook_factory(failures=0)
+    WebhookEndpoint.objects.filter(pk=hook.endpoint.pk).update(is_active=False)
+
+    approval = request_approval(requester=alice, tier="write")
+
+    assert not approval.notifications.filter(channel=Notification.Channel.WEBHOOK).exists()
+
+
+def docs_verifier() -> dict:
+    """The Python block of docs/security.md's "Webhook signatures" section, executed."""
+    text = (settings.BASE_DIR / "docs" / "security.md").read_text()
+    section = text.split("## Webhook signatures", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "docs/security.md", "exec"), namespace)  # noqa: S102 - our own docs
+    return namespace
+
+
+def signed_at(secret: str, headers: dict, body: bytes, when: dt.datetime) -> dict:
+    """``headers`` re-signed correctly, but at ``when`` (a replay of an old request)."""
+    signature = Webhook(secret).sign(headers["webhook-id"], when, body.decode())
+    return {
+        **headers,
+        "webhook-timestamp": str(int(when.timestamp())),
+        "webhook-signature": signature,
+    }
+
+
+def test_the_verifier_in_the_security_docs_accepts_a_real_signed_request_and_refuses_a_forged_one(
+    hook_factory, alice
+):
+    verify = docs_verifier()["verify"]
+    hook = hook_factory(failures=0)
+    row, headers, body = delivered(hook, alice)
+    secret = hook.endpoint.secret
+
+    assert verify(secret=secret, headers=headers, body=body) == row.payload
+    for forged_headers, forged_body in (
+        (headers, body + b" "),
+        ({**headers, "webhook-id": "msg_other"}, body),
+        ({**headers, "webhook-timestamp": str(int(time.time()) - 600)}, body),
+        (signed_at(secret, headers, body, dt.datetime.now(dt.UTC) - dt.timedelta(minutes=6)), body),
+    ):
+        with pytest.raises(ValueError):
+            verify(secret=secret, headers=forged_headers, body=forged_body)

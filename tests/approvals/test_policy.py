@@ -70,7 +70,7 @@ def test_every_policy_change_is_audited_and_bumps_the_version(demo_policy, admin
             "escalate_after_seconds": 0,
             "expiry_decision": "reject",
             "email_notifications": "on",
-            "webhook_url": "",
+            "webhook_endpoint": "",
         },
     )
 
