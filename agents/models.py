@@ -65,6 +65,9 @@ class Effect(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Handed to a person because nobody can settle it automatically (once; invariant 13).
     escalated_at = models.DateTimeField(null=True, blank=True)
+    # The tier whose approvers may settle it, fixed when it is escalated: they see its run
+    # (approvals.permissions.run_visible_filter), even a run that asked nobody.
+    tier = models.CharField(max_length=40, blank=True)
     # What that person said: it happened, it did not (and must not be called), call it again.
     settlement = models.CharField(max_length=10, blank=True)
     settled_by = models.CharField(max_length=150, blank=True)

@@ -10,14 +10,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents.effects.reconcile import UNSETTLED, effect_settled_follow_up
+from agents.effects.reconcile import UNSETTLED, effect_settled_follow_up, effect_tier
 from agents.effects.rows import effect_mark
 from agents.models import Effect, RunStartKey, Settlement
 from agents.runtime.checkpoint import thread_config
 from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
 from agents.selectors import run_history
-from agents.tools import tool_find, validation_errors
+from agents.tools import validation_errors
 from approvals import policy
 from approvals import services as approval_services
 from approvals.models import AgentRun
@@ -250,7 +250,9 @@ def _settle_check(*, effect: Effect, outcome: str, user: Any, note: str) -> None
             "You requested this run; someone else must settle its effects (four eyes).",
             errors={"outcome": "forbidden"},
         )
-    tier = _effect_tier(effect)
+    tier = effect_tier(effect)
+    if effect.tier and policy.tier_level(effect.tier) > policy.tier_level(tier):
+        tier = effect.tier  # the tier it was escalated in, if the policy has been lowered since
     allowed, reason = user_may_approve_tier(user=user, tier=tier)
     row = policy.tier_get(tier)
     if allowed and row is not None and row.required_group_id is not None:
@@ -287,17 +289,3 @@ def _settle_check(*, effect: Effect, outcome: str, user: Any, note: str) -> None
             "The run was cancelled: no effect of it is called again.",
             errors={"outcome": "the run was cancelled"},
         )
-
-
-def _effect_tier(effect: Effect) -> str:
-    """The highest of the approval's tier and the tier the policy in force puts the call in
-    (critical for a tool this process does not know)."""
-    spec = tool_find(effect.tool)
-    tier = policy.tier_for_call(
-        tool=effect.tool,
-        args=effect.args,
-        default_tier=spec.tier if spec else policy.UNKNOWN_TIER,
-    )
-    if effect.approval_id and policy.tier_level(effect.approval.tier) > policy.tier_level(tier):
-        return effect.approval.tier
-    return tier

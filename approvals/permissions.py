@@ -18,6 +18,7 @@ selectors that apply it (docs/security.md has the table).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Q
@@ -49,11 +50,14 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
     if user_may_view_all(user):
         return Q()
     own = Q(**{f"{via}requested_by_id": user.pk})
-    decidable = approval_decidable_filter(user=user)
-    if decidable is None:
+    tiers = _tiers_of(user)
+    if tiers is None:
         return own
-    runs_to_decide = ApprovalRequest.objects.filter(decidable).values("run_id")
-    return own | Q(**{f"{via}pk__in": runs_to_decide})
+    runs_to_decide = ApprovalRequest.objects.filter(_decidable(tiers)).values("run_id")
+    # Effects live in agents/, which this app never imports: their model is the run's relation's.
+    effects = AgentRun._meta.get_field("effects").related_model
+    runs_to_settle = effects.objects.filter(_settleable(tiers)).values("run_id")
+    return own | Q(**{f"{via}pk__in": runs_to_decide}) | Q(**{f"{via}pk__in": runs_to_settle})
 
 
 def user_may_cancel(*, user: Any, run: AgentRun) -> bool:
@@ -71,24 +75,61 @@ def approval_decidable_filter(*, user: Any) -> Q | None:
     """The approvals ``user`` may decide by tier (permissions.user_may_approve_tier as a query):
     tiers whose approver groups they are in, tiers whose escalation group they are in once
     escalated, and, with approvals.decide, tiers that configure no approver group."""
+    tiers = _tiers_of(user)
+    return None if tiers is None else _decidable(tiers)
+
+
+def effect_settleable_filter(*, user: Any) -> Q | None:
+    """The escalated effects (``agents.Effect`` rows, whose ``tier`` is set when a person is
+    asked) ``user`` may settle by tier, as a query: the deciding rule without escalation groups."""
+    tiers = _tiers_of(user)
+    return None if tiers is None else _settleable(tiers)
+
+
+@dataclass(frozen=True)
+class Tiers:
+    """Which tiers one person may decide, by the rows of RiskTier."""
+
+    allowed: set[str]  # by approver group
+    escalated: set[str]  # by escalation group, once an approval has escalated
+    grouped: set[str]  # tiers that configure approver groups
+    need_another_group: set[str]  # tiers whose required group this person is not in
+    may_decide: bool  # approvals.decide: the tiers without approver groups
+
+
+def _decidable(tiers: Tiers) -> Q:
+    condition = Q(tier__in=tiers.allowed) | Q(tier__in=tiers.escalated, escalated_at__isnull=False)
+    if tiers.may_decide:
+        condition |= ~Q(tier__in=tiers.grouped)
+    return condition
+
+
+def _settleable(tiers: Tiers) -> Q:
+    """One person's answer settles an effect: no escalation group, and a tier whose quorum needs
+    a member of a group needs that member (agents.services._settle_check)."""
+    condition = Q(tier__in=tiers.allowed)
+    if tiers.may_decide:
+        condition |= ~Q(tier__in=tiers.grouped)
+    return condition & ~Q(tier="") & ~Q(tier__in=tiers.need_another_group)
+
+
+def _tiers_of(user: Any) -> Tiers | None:
+    """The tiers ``user`` may decide, or None for someone who decides nothing."""
     if not user.is_authenticated or not user.is_active:
         return None
     mine = set(user.groups.values_list("id", flat=True))
-    grouped: set[str] = set()
-    allowed: set[str] = set()
-    escalated: set[str] = set()
+    tiers = Tiers(set(), set(), set(), set(), user.has_perm("approvals.decide"))
     for tier in RiskTier.objects.prefetch_related("approver_groups"):
         group_ids = {g.pk for g in tier.approver_groups.all()}
+        if tier.required_group_id is not None and tier.required_group_id not in mine:
+            tiers.need_another_group.add(tier.name)
         if group_ids:
-            grouped.add(tier.name)
+            tiers.grouped.add(tier.name)
             if group_ids & mine:
-                allowed.add(tier.name)
+                tiers.allowed.add(tier.name)
             elif tier.escalation_group_id in mine:
-                escalated.add(tier.name)
-    condition = Q(tier__in=allowed) | Q(tier__in=escalated, escalated_at__isnull=False)
-    if user.has_perm("approvals.decide"):
-        condition |= ~Q(tier__in=grouped)
-    return condition
+                tiers.escalated.add(tier.name)
+    return tiers
 
 
 def user_may_decide(*, user: Any, approval: ApprovalRequest) -> tuple[bool, str]:

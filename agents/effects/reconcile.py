@@ -22,6 +22,7 @@ from django.utils import timezone
 from agents.effects.rows import effect_mark
 from agents.models import Effect
 from agents.tools import ToolSpec, tool_find
+from approvals import policy
 from approvals.models import AgentRun
 from approvals.services import run_advance_enqueue, run_unflag
 
@@ -66,15 +67,30 @@ def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
     return "not_done"
 
 
+def effect_tier(effect: Effect) -> str:
+    """The highest of the approval's tier and the tier the policy in force puts the call in
+    (critical for a tool this process does not know)."""
+    spec = tool_find(effect.tool)
+    tier = policy.tier_for_call(
+        tool=effect.tool,
+        args=effect.args,
+        default_tier=spec.tier if spec else policy.UNKNOWN_TIER,
+    )
+    if effect.approval_id and policy.tier_level(effect.approval.tier) > policy.tier_level(tier):
+        return effect.approval.tier
+    return tier
+
+
 def effect_escalate(effect: Effect, *, reason: str) -> bool:
     """Hand an effect nobody can settle automatically to a person, once (audited)."""
+    tier = effect_tier(effect)
     return effect_mark(
         effect,
         where={"escalated_at__isnull": True},
-        update={"escalated_at": timezone.now()},
+        update={"escalated_at": timezone.now(), "tier": tier},
         action="effect.escalated",
         actor=ACTOR,
-        data={"args": effect.args, "status": effect.status, "reason": reason},
+        data={"args": effect.args, "status": effect.status, "reason": reason, "tier": tier},
     )
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from agents.effects import ledger
@@ -17,7 +18,7 @@ from agents.models import Effect
 from agents.services import SettleRefused, effect_settle
 from agents.tools import tool_unregister
 from approvals.models import AgentRun
-from approvals.services import run_flag
+from approvals.services import policy_seed_demo, run_flag
 from audit.models import AuditEvent
 from tests.support.factories import ApprovalFactory, RunFactory
 from tests.support.people import client_for
@@ -136,3 +137,28 @@ def test_the_sweep_escalates_it_once(escalated):
     run, effect, downstream = escalated
     assert effects_reconcile()["escalated"] == 0  # already escalated by the replay
     assert AuditEvent.objects.filter(action="effect.escalated", run_id=run.id).count() == 1
+
+
+def test_an_approver_of_the_effects_tier_sees_a_run_that_asked_nobody(escalated, bob, dave):
+    """A write-tier payment went in doubt in a run with no approval: those who may settle it
+    (approvers of its tier) must see the run to answer; others still do not."""
+    run, effect, downstream = escalated
+    page = client_for(bob).get(f"/runs/{run.pk}/")
+    assert page.status_code == 200 and "Waiting for a person" in page.content.decode()
+    assert client_for(bob).get(f"/api/runs/{run.pk}/").status_code == 200
+    assert client_for(dave).get(f"/runs/{run.pk}/").status_code == 404
+
+
+def test_a_critical_effect_shows_its_run_to_those_who_may_settle_it_alone(escalated, bob, carol):
+    """Demo policy: critical needs a member of approvers-critical, so one answer from bob (a
+    write approver who may vote on critical approvals) settles nothing, and he does not see it."""
+    policy_seed_demo()
+    carol.groups.add(Group.objects.get(name="approvers-critical"))
+    bob.groups.add(Group.objects.get(name="approvers-write"))
+    run, effect, downstream = escalated
+    Effect.objects.filter(pk=effect.pk).update(tier="critical")
+    effect.refresh_from_db()
+    assert client_for(carol).get(f"/runs/{run.pk}/").status_code == 200
+    assert client_for(bob).get(f"/runs/{run.pk}/").status_code == 404
+    with pytest.raises(SettleRefused):
+        effect_settle(effect=effect, outcome="done", user=bob)
