@@ -1,4 +1,11 @@
-"""Canonical JSON: the one byte form that hashes are computed over."""
+"""Canonical JSON: the byte forms that hashes are computed over.
+
+- ``canonical_text`` (RFC 8785, JCS): what chain version 2 events and approval payload hashes
+  cover. It refuses what JCS cannot represent with one error, ``CanonicalError``.
+- ``canonical_json`` (sorted keys, Python's number spelling): chain version 1 events, the
+  layout of export lines and their digest, and internal fingerprints (effects, idempotency keys)
+  whose stored values must keep matching.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,21 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import math
 import uuid
 from typing import Any
+
+import rfc8785
+
+from core.errors import ApplicationError
+
+# RFC 8785 numbers are IEEE-754 doubles: integers beyond this lose digits, so JCS refuses them.
+SAFE_INTEGER = 2**53 - 1
+
+
+class CanonicalError(ApplicationError):
+    """A value with no RFC 8785 form: NaN, an infinity, a lone surrogate, or nesting too deep.
+    ``errors`` names the path of the first such value."""
 
 
 def _default(value: Any) -> Any:
@@ -29,12 +49,115 @@ def canonical_json(value: Any) -> str:
     )
 
 
+def json_value(value: Any) -> Any:
+    """Plain JSON types (dates, UUIDs and decimals as text, keys as strings), numbers as is."""
+    try:
+        return json.loads(json.dumps(value, default=_default, ensure_ascii=False))
+    except RecursionError:
+        raise CanonicalError(
+            "The JSON is nested too deeply.", errors={"": "nested too deeply"}
+        ) from None
+
+
+def json_problem(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(path, reason) of the first value RFC 8785 cannot represent, or None. Paths read
+    ``input.items.0.amount`` under ``path="input"``."""
+    try:
+        return _problem(value, path)
+    except RecursionError:
+        return path, "nested too deeply"
+
+
+def _problem(value: Any, path: str) -> tuple[str, str] | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, "NaN and infinities are not JSON numbers")
+    if isinstance(value, int):
+        if abs(value) > SAFE_INTEGER:
+            return path, f"integers must be within +-{SAFE_INTEGER} (IEEE-754 doubles)"
+        return None
+    if isinstance(value, str):
+        return None if _encodable(value) else (path, "holds a lone UTF-16 surrogate")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and not _encodable(key):
+                return path, "a key holds a lone UTF-16 surrogate"
+            found = _problem(item, where)
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _problem(item, f"{path}.{index}" if path else str(index))
+            if found:
+                return found
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def canonical_text(value: Any) -> str:
+    """The RFC 8785 (JCS) text of a JSON value; CanonicalError when it has none.
+
+    Integers beyond 2**53 - 1 are written as the doubles JSON readers take them for: the API
+    refuses them (json_problem), but Postgres jsonb gives an agent's 1e21 back as
+    1000000000000000000000, and recording or hashing that value again must neither fail nor
+    change its text."""
+    plain = _doubles(json_value(value))
+    try:
+        return rfc8785.dumps(plain).decode("utf-8")
+    except (rfc8785.CanonicalizationError, RecursionError):
+        path, reason = json_problem(plain) or ("", "not representable in RFC 8785")
+        raise CanonicalError(
+            f"{path or 'value'}: {reason}.", errors={path or "data": reason}
+        ) from None
+
+
+def _doubles(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > SAFE_INTEGER:
+        try:
+            return float(value)
+        except OverflowError:  # beyond any double: rfc8785 refuses it, named by json_problem
+            return value
+    if isinstance(value, dict):
+        return {key: _doubles(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_doubles(item) for item in value]
+    return value
+
+
+def canonical_parse(text: str) -> Any:
+    """Read an RFC 8785 text back: its numbers are doubles, and it writes integral ones below
+    1e21 without exponent (1e16 as 10000000000000000), so integers beyond 2**53 - 1 read as the
+    doubles they are."""
+    return json.loads(text, parse_int=_int_or_double)
+
+
+def _int_or_double(digits: str) -> int | float:
+    number = int(digits)
+    return number if abs(number) <= SAFE_INTEGER else float(number)
+
+
+def canonical_hash(value: Any) -> str:
+    """sha256 of the RFC 8785 text: the payload hash reviewers see and decisions echo."""
+    return sha256_hex(canonical_text(value))
+
+
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def payload_hash(payload: Any) -> str:
-    """sha256 of the canonical JSON of a payload."""
+    """sha256 of canonical_json: internal fingerprints compared with stored ones (effects,
+    idempotency keys, sandbox requests). Approval payloads use canonical_hash."""
     return sha256_hex(canonical_json(payload))
 
 

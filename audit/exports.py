@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from audit.canonical import canonical_json
+from audit.canonical import canonical_json, canonical_parse
 from audit.models import AuditExport
-from audit.services import HASHED_FIELDS, export_complete, hashed_row
+from audit.services import CHAIN_VERSION, HASHED_FIELDS, export_complete, hashed_row
 from audit.verify import JSONL_FORMAT, digest_start, digest_step
 
 CSV_FORMAT = "audit-csv/1"
@@ -58,6 +58,20 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
+def _export_row(values: dict[str, Any]) -> dict[str, Any]:
+    """One event as the file writes it. A version 2 row: the fields as its stored text says
+    them (so numbers are the hashed ones), plus that text and its chain_version; a version 1
+    row: its fields. Then the two hashes."""
+    version, text = values.pop("chain_version"), values.pop("canonical")
+    if version == CHAIN_VERSION:
+        row = canonical_parse(text)
+        row["canonical"] = text
+    else:
+        row = hashed_row(values)
+    row["prev_hash"], row["hash"] = values["prev_hash"], values["hash"]
+    return row
+
+
 def export_stream(
     *,
     export: AuditExport,
@@ -70,7 +84,7 @@ def export_stream(
     `events` is the filtered, permitted queryset; only events up to the export's head are
     written, oldest first, so the file is one consistent snapshot.
     """
-    names = (*HASHED_FIELDS, "prev_hash", "hash")
+    names = (*HASHED_FIELDS, "prev_hash", "hash", "chain_version", "canonical")
     rows = events.filter(seq__lte=export.head_seq).order_by("seq").values_list(*names)
     jsonl = export.format == AuditExport.Format.JSONL
     header = export_header(export)
@@ -88,9 +102,7 @@ def export_stream(
     else:
         buffer.append(writer.writerow(CSV_COLUMNS))
     for values in rows.iterator(chunk_size=chunk_size):
-        # One dict per row: the hashed fields in canonical form plus the two hashes.
-        row = hashed_row(dict(zip(names, values, strict=True)))
-        row["prev_hash"], row["hash"] = values[-2], values[-1]
+        row = _export_row(dict(zip(names, values, strict=True)))
         if jsonl:
             row["record"] = "event"
             line = canonical_json(row) + "\n"

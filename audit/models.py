@@ -31,6 +31,12 @@ class AuditEvent(models.Model):
     user_agent = models.CharField(max_length=300, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
+    # 1: hash over canonical_json of the fields (rows written before chain versions existed);
+    # 2: hash over `canonical`, the RFC 8785 text of the record, stored verbatim (docs/audit.md).
+    # Added by plain ALTER TABLE ADD COLUMN (migration 0005): no row is rewritten.
+    chain_version = models.SmallIntegerField(default=1)
+    # NULL on version 1 rows: they have no stored text (and "" would be a text, hashed or not).
+    canonical = models.TextField(null=True, blank=True)  # noqa: DJ001
 
     objects = AuditEventQuerySet.as_manager()
 

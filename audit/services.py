@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -14,10 +13,14 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
-from audit.canonical import canonical_json, sha256_hex
+from audit.canonical import canonical_json, canonical_parse, canonical_text, sha256_hex
 from audit.models import AuditEvent, AuditExport
 
 GENESIS_HASH = "0" * 64
+# New events are version 2: hash = sha256(prev_hash + canonical), canonical = the RFC 8785 text
+# of {"chain_version": 2, <HASHED_FIELDS>}, stored verbatim. Version 1 rows (before it) hash
+# canonical_json of the fields and keep verifying as such (docs/audit.md, "Canonical form").
+CHAIN_VERSION = 2
 # Any constant works; it names the one advisory lock that serialises the chain head.
 _CHAIN_LOCK_KEY = 727_001
 COMPLIANCE_GROUP = "compliance"
@@ -50,8 +53,18 @@ def _actor_fields(actor: Any) -> tuple[str, int | None, str]:
 
 
 def event_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
-    """sha256(prev_hash + canonical JSON of the row)."""
+    """Chain version 1: sha256(prev_hash + canonical_json(row))."""
     return sha256_hex(prev_hash + canonical_json(row))
+
+
+def record_text(row: Mapping[str, Any]) -> str:
+    """Chain version 2: the RFC 8785 text of the record (CanonicalError if it has none)."""
+    return canonical_text({"chain_version": CHAIN_VERSION, **row})
+
+
+def record_hash(prev_hash: str, text: str) -> str:
+    """Chain version 2: sha256 of the UTF-8 bytes of prev_hash followed by the stored text."""
+    return sha256_hex(prev_hash + text)
 
 
 def hashed_row(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,11 +105,6 @@ def _head() -> tuple[int, str]:
     return head if head else (0, GENESIS_HASH)
 
 
-def _json_roundtrip(value: Any) -> dict[str, Any]:
-    # The hash must cover exactly what the database will give back.
-    return json.loads(canonical_json(value))
-
-
 def event_record(
     *,
     action: str,
@@ -127,12 +135,16 @@ def event_record(
             run_id=uuid.UUID(str(run_id)) if run_id else None,
             approval_id=int(approval_id) if approval_id is not None else None,
             tool=tool or "",
-            data=_json_roundtrip(data or {}),
+            data=data or {},
             ip=ip,
             user_agent=user_agent,
             prev_hash=prev_hash,
+            chain_version=CHAIN_VERSION,
         )
-        event.hash = event_hash(prev_hash, event_row(event))
+        event.canonical = record_text(event_row(event))
+        # The jsonb holds the parsed text, so its values are the hashed ones (verify checks).
+        event.data = canonical_parse(event.canonical)["data"]
+        event.hash = record_hash(prev_hash, event.canonical)
         event.save(force_insert=True)
     return event
 
@@ -149,7 +161,7 @@ def events_seed(
     is computed here). Tests and benchmarks only: real events go through event_record().
     Returns the new head seq."""
     conn = connections[DEFAULT_DB_ALIAS]
-    names = (*HASHED_FIELDS, "prev_hash", "hash")
+    names = (*HASHED_FIELDS, "prev_hash", "hash", "chain_version", "canonical")
     table = conn.ops.quote_name(AuditEvent._meta.db_table)
     columns = ", ".join(conn.ops.quote_name(AuditEvent._meta.get_field(n).column) for n in names)
     postgres = conn.vendor == "postgresql"
@@ -176,9 +188,10 @@ def events_seed(
                     "ip": None,
                     "user_agent": "",
                 }
-                canonical = hashed_row(row)
+                text = record_text(hashed_row(row))
                 row["prev_hash"] = prev_hash
-                row["hash"] = prev_hash = event_hash(prev_hash, canonical)
+                row["hash"] = prev_hash = record_hash(prev_hash, text)
+                row["chain_version"], row["canonical"] = CHAIN_VERSION, text
                 # The database forms Django would write for these fields.
                 row["data"] = canonical_json(row["data"])
                 if not postgres:

@@ -24,7 +24,7 @@ from approvals.services.errors import (
 )
 from approvals.services.rounds import round_start, tier_raise
 from approvals.services.runs import run_advance_enqueue
-from audit.canonical import json_has_nul, payload_hash
+from audit.canonical import canonical_hash, json_has_nul, json_problem
 from audit.services import event_record
 
 
@@ -123,7 +123,7 @@ def approval_decide(
             round=locked.quorum_round,
             decision=decision,
             args=resume_args,
-            args_hash=payload_hash(resume_args),
+            args_hash=canonical_hash(resume_args),
             message=message,
         )
         approving = decision in (ApprovalRequest.Decision.APPROVE, ApprovalRequest.Decision.EDIT)
@@ -235,6 +235,9 @@ def _decision_args(
 
 def _args_check(*, approval: ApprovalRequest, args: dict[str, Any]) -> None:
     """Edited args must match the args schema the gate put into the payload."""
+    inexact = json_problem(args, "args")  # the audit hashes RFC 8785 text (invariant 15)
+    if inexact:
+        raise ArgsInvalid("The edited args cannot be recorded exactly.", errors=dict([inexact]))
     payload = approval.payload if isinstance(approval.payload, dict) else {}
     errors = args_errors(schema=payload.get("args_schema"), args=args)
     if errors:
@@ -245,7 +248,7 @@ def _preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, An
     return {
         "args": args,
         "diff": args_diff(approval.args or {}, args),
-        "hash": payload_hash(args),
+        "hash": canonical_hash(args),
     }
 
 
@@ -301,9 +304,9 @@ def _approval_finalise(
 ) -> None:
     """Status, resume value, audit and notification of a final decision; advance on commit."""
     proposed = approval.proposed_args
-    if decision == ApprovalRequest.Decision.APPROVE and payload_hash(final_args) != payload_hash(
-        proposed
-    ):
+    if decision == ApprovalRequest.Decision.APPROVE and canonical_hash(
+        final_args
+    ) != canonical_hash(proposed):
         decision = ApprovalRequest.Decision.EDIT  # approving an edited proposal runs the edit
     now = timezone.now()
     label = ", ".join(voters)[:150]

@@ -11,7 +11,7 @@ from django.utils import timezone
 from approvals import policy
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
-from audit.canonical import payload_hash
+from audit.canonical import canonical_hash
 from audit.services import event_record
 
 
@@ -42,7 +42,7 @@ def approval_requests_sync(
                 tool=item["tool"],
                 args=item["args"],
                 payload=item["payload"],
-                payload_hash=payload_hash(item["payload"]),
+                payload_hash=canonical_hash(item["payload"]),
                 tier=item["tier"],
                 allowed_decisions=item["allowed_decisions"],
                 expires_at=item["expires_at"],

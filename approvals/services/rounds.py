@@ -12,7 +12,7 @@ from django.utils import timezone
 from approvals import policy
 from approvals.models import ApprovalRequest
 from approvals.services.requests import due_times
-from audit.canonical import payload_hash
+from audit.canonical import canonical_hash
 from audit.services import event_record
 
 
@@ -25,7 +25,7 @@ def round_start(*, approval: ApprovalRequest, args: dict[str, Any], by: Any) -> 
     payload["args"] = args
     payload["edited_by"] = by.get_username()
     approval.payload = payload
-    approval.payload_hash = payload_hash(payload)
+    approval.payload_hash = canonical_hash(payload)
     approval.quorum_round += 1
     approval.save(
         update_fields=["original_args", "args", "payload", "payload_hash", "quorum_round"]

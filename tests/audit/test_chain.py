@@ -5,12 +5,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import rfc8785
 from django.db import connection
 from django.test import RequestFactory
 
-from audit.canonical import canonical_json, sha256_hex
+from audit.canonical import sha256_hex
 from audit.models import AuditEvent
-from audit.services import GENESIS_HASH, event_record, event_row, events_seed
+from audit.services import GENESIS_HASH, event_record, event_row, events_seed, record_text
 from audit.verify import chain_verify_db
 from tests.support.audit import triggers_disabled
 
@@ -25,7 +26,9 @@ def test_each_event_hashes_its_row_onto_the_previous_hash(bob):
     assert first.prev_hash == GENESIS_HASH
     assert second.prev_hash == first.hash
     stored = AuditEvent.objects.get(seq=2)
-    assert stored.hash == sha256_hex(first.hash + canonical_json(event_row(stored)))
+    assert stored.chain_version == 2
+    assert stored.canonical == rfc8785.dumps({"chain_version": 2, **event_row(stored)}).decode()
+    assert stored.hash == sha256_hex(first.hash + stored.canonical)
 
 
 def test_a_user_actor_keeps_id_and_username_snapshot(bob):
@@ -84,11 +87,12 @@ def test_a_rehashed_edit_still_breaks_the_next_link():
     events_seed(count=10)
     edited = AuditEvent.objects.get(seq=4)
     edited.actor = "system:someone-else"
-    forged = sha256_hex(edited.prev_hash + canonical_json(event_row(edited)))
+    text = record_text(event_row(edited))
+    forged = sha256_hex(edited.prev_hash + text)
     with triggers_disabled(), connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE audit_auditevent SET actor = %s, hash = %s WHERE seq = 4",
-            [edited.actor, forged],
+            "UPDATE audit_auditevent SET actor = %s, canonical = %s, hash = %s WHERE seq = 4",
+            [edited.actor, text, forged],
         )
 
     result = chain_verify_db()

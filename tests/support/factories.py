@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from agents.models import Effect
 from approvals.models import AgentRun, ApprovalRequest
-from audit.canonical import payload_hash
+from audit.canonical import canonical_hash, payload_hash
 
 DEMO_PASSWORD = "demo"
 SECOND = dt.timedelta(seconds=1)
@@ -132,7 +132,7 @@ class ApprovalFactory(_Backdated):
     tier = "write"
     allowed_decisions = factory.LazyFunction(lambda: list(ALL_DECISIONS))
     payload = factory.LazyAttribute(console_payload)
-    payload_hash = factory.LazyAttribute(lambda o: payload_hash(o.payload))
+    payload_hash = factory.LazyAttribute(lambda o: canonical_hash(o.payload))
     expires_at = factory.LazyAttribute(lambda o: _created(o) + o.expires_in)
     status = ApprovalRequest.Status.PENDING
     decided_by = None

@@ -31,7 +31,7 @@ from approvals.contract import RUN_ADVANCE_TASK
 from approvals.models import AgentRun, ApprovalRequest, RiskTier, ToolPolicy
 from approvals.permissions import user_in_group, user_may_approve_tier
 from approvals.services import approvals_sweep, policy_seed_demo
-from audit.canonical import payload_hash
+from audit.canonical import canonical_hash, payload_hash
 from audit.models import AuditEvent
 from audit.verify import chain_verify_db
 from core.errors import ApplicationError
@@ -314,7 +314,7 @@ class Lifecycle(stateful.RuleBasedStateMachine):
             tier = policy.tier_get(approval.tier)
             assert level <= tier.level, f"{effect.key} ran above tier {tier.name}"
             votes = approval.votes.filter(round=approval.quorum_round, decision__in=APPROVING)
-            voters = {vote.user for vote in votes if vote.args_hash == payload_hash(final)}
+            voters = {vote.user for vote in votes if vote.args_hash == canonical_hash(final)}
             assert len(voters) >= tier.required_approvals, (effect.key, tier.name, voters)
             escalated = approval.escalated_at is not None
             for voter in voters:
