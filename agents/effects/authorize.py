@@ -7,12 +7,11 @@ from typing import Any
 
 from django.db import transaction
 
-from agents.effects.calls import as_stored_json as _json
 from agents.effects.errors import EffectApprovalMisuse, EffectArgsMismatch, EffectTierRose
 from agents.tools import tool_find
 from approvals import policy
 from approvals.models import ApprovalRequest
-from audit.canonical import canonical_json, payload_hash
+from audit.canonical import canonical_hash, canonical_json
 from audit.services import event_record
 
 ACTOR = "system:ledger"
@@ -59,7 +58,8 @@ def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
         raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
     decision = approval.decision or {}
     approved = decision["args"] if decision.get("args") is not None else approval.args
-    if payload_hash(_json(approved)) != payload_hash(args):
+    # RFC 8785: the approved args come back from jsonb, whose numbers may be spelled otherwise.
+    if canonical_hash(approved) != canonical_hash(args):
         raise EffectArgsMismatch(
             f"args differ from the args approved in approval {approval_id}: "
             f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"
