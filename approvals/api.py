@@ -24,6 +24,7 @@ from approvals.permissions import user_may_decide
 from approvals.serializers import ApprovalSerializer
 from core.pagination import ApiCursorPagination
 from core.rest import ErrorSerializer, paginated
+from core.throttles import AnonThrottle, DecideThrottle, UserThrottle
 
 # Primary keys are bigints; anything outside is simply not found (never a database error).
 _MAX_PK = 2**63 - 1
@@ -138,6 +139,9 @@ class ApprovalDetailApi(APIView):
 
 
 class ApprovalDecideApi(APIView):
+    # The decision limit (shared with the approval page) on top of the API's own.
+    throttle_classes = [UserThrottle, AnonThrottle, DecideThrottle]
+
     @extend_schema_serializer(component_name="ApprovalDecisionInput")
     class InputSerializer(serializers.Serializer):
         decision = serializers.ChoiceField(choices=ApprovalRequest.Decision.choices)
@@ -170,6 +174,9 @@ class ApprovalDecideApi(APIView):
             404: ErrorSerializer,
             409: OpenApiResponse(
                 ConflictSerializer, description="Already decided, expired, or stale payload hash."
+            ),
+            429: OpenApiResponse(
+                ErrorSerializer, description="Too many decisions; see Retry-After."
             ),
         },
     )

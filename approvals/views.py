@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.contrib import messages
@@ -19,6 +20,7 @@ from approvals.permissions import user_may_decide
 from approvals.selectors import approval_get, approval_list_pending, approval_quorum
 from core.errors import ApplicationError
 from core.pagination import keyset_page
+from core.throttles import DecideThrottle
 
 DECIDED_VERBS = {
     ApprovalRequest.Status.APPROVED: "approved",
@@ -174,6 +176,18 @@ def _decision_refused(
     return render(request, "approvals/detail.html", context, status=exc.status_code)
 
 
+def _decision_throttled(
+    request: HttpRequest, approval: ApprovalRequest, *, wait: float | None
+) -> HttpResponse:
+    """The approval page again, 429: too many decisions in a row, and when to try again."""
+    seconds = max(1, math.ceil(wait or 1))
+    error = f"Too many decisions in a short time. Try again in {seconds} seconds."
+    context = _detail_context(request, approval, error=error)
+    response = render(request, "approvals/detail.html", context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response
+
+
 def _args_keys(errors: dict[str, str]) -> list[str]:
     return [key for key in errors if key.startswith("args.")]
 
@@ -220,6 +234,9 @@ def approval_edit_preview(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
     approval = _visible_approval(request, pk)
+    throttle = DecideThrottle()  # the same count as the decision API's
+    if not throttle.allow_request(request, None):
+        return _decision_throttled(request, approval, wait=throttle.wait())
     decision = request.POST.get("decision", "")
     seen_hash = request.POST.get("seen_hash", "")
     message_form = MessageForm(request.POST)

@@ -1,13 +1,16 @@
-"""API sign-in (token), the manager metrics, and the API's own documentation."""
+"""API sign-in (tokens: obtain, list, revoke), the manager metrics, and the API's own documentation."""
 
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from django.db import IntegrityError
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+)
 from rest_framework import serializers
-from rest_framework.authtoken.models import Token
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,28 +26,58 @@ from console.metrics.definitions import (
     user_may_view_metrics,
 )
 from console.metrics.report import metrics_report, report_as_dict
+from console.tokens import NAME_MAX, token_create, token_list, token_revoke, token_revoke_all
 from core.rest import ErrorSerializer, error_response
+from core.throttles import TokenIpThrottle, TokenUsernameThrottle
+
+
+class TokenOutputSerializer(serializers.Serializer):
+    """A token as listed: never its secret."""
+
+    token_key = serializers.CharField(help_text="Its first characters, to tell tokens apart.")
+    name = serializers.CharField(help_text="The device or client it was made for.")
+    created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
 
 
 class TokenObtainApi(APIView):
-    """Exchange a username and password for the user's API token (send it as `Token <key>`)."""
+    """Exchange a username and password for a new API token (send it as `Token <token>`).
+
+    Each call makes another token (one per device, named by ``name``); the secret is in this
+    answer only. Tokens expire after API_TOKEN_TTL_HOURS and can be revoked.
+    """
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    throttle_classes = [TokenIpThrottle, TokenUsernameThrottle]
 
     @extend_schema_serializer(component_name="TokenInput")
     class InputSerializer(serializers.Serializer):
         username = serializers.CharField()
         password = serializers.CharField(trim_whitespace=False, style={"input_type": "password"})
+        name = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=NAME_MAX,
+            help_text="The device or client this token is for (shown in your token list).",
+        )
 
     @extend_schema_serializer(component_name="Token")
-    class OutputSerializer(serializers.Serializer):
-        token = serializers.CharField()
+    class OutputSerializer(TokenOutputSerializer):
+        token = serializers.CharField(help_text="The secret: shown once, stored only hashed.")
 
     @extend_schema(
         operation_id="auth_token",
         request=InputSerializer,
-        responses={200: OutputSerializer, 400: ErrorSerializer},
+        responses={
+            200: OutputSerializer,
+            400: ErrorSerializer,
+            429: OpenApiResponse(
+                ErrorSerializer, description="Too many attempts; see Retry-After."
+            ),
+        },
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -60,11 +93,49 @@ class TokenObtainApi(APIView):
                 detail="Unable to log in with these credentials.",
                 errors={"non_field_errors": "wrong username or password"},
             )
-        try:
-            token, _ = Token.objects.get_or_create(user=user)
-        except IntegrityError:  # a concurrent request created it first
-            token = Token.objects.get(user=user)
-        return Response(self.OutputSerializer({"token": token.key}).data)
+        token, secret = token_create(
+            user=user, name=serializer.validated_data["name"], request=request
+        )
+        data = {**TokenOutputSerializer(token).data, "token": secret}
+        return Response(self.OutputSerializer(data).data)
+
+
+class TokenListApi(APIView):
+    """GET: my tokens that have not expired (never their secrets). DELETE: revoke them all."""
+
+    @extend_schema_serializer(component_name="TokensRevoked")
+    class RevokedSerializer(serializers.Serializer):
+        revoked = serializers.IntegerField()
+
+    @extend_schema(
+        operation_id="auth_tokens_list", responses={200: TokenOutputSerializer(many=True)}
+    )
+    def get(self, request: Request) -> Response:
+        tokens = token_list(fetched_by=request.user)
+        return Response(TokenOutputSerializer(tokens, many=True).data)
+
+    @extend_schema(
+        operation_id="auth_tokens_revoke_all",
+        description="Revoke every token of mine (the one of this request too).",
+        responses={200: RevokedSerializer},
+    )
+    def delete(self, request: Request) -> Response:
+        revoked = token_revoke_all(user=request.user, request=request)
+        return Response({"revoked": revoked})
+
+
+class TokenRevokeApi(APIView):
+    """DELETE: revoke one of my tokens, named by its token_key."""
+
+    @extend_schema(
+        operation_id="auth_tokens_revoke",
+        parameters=[OpenApiParameter("token_key", str, OpenApiParameter.PATH)],
+        responses={204: None, 404: ErrorSerializer},
+    )
+    def delete(self, request: Request, token_key: str) -> Response:
+        if not token_revoke(user=request.user, token_key=token_key, request=request):
+            raise NotFound("No such token.")
+        return Response(status=204)
 
 
 def _keyed(name: str, keys: tuple[str, ...], field: type) -> type[serializers.Serializer]:

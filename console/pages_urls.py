@@ -1,11 +1,22 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import views
+from console import account_views, views
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", account_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/tokens/", account_views.account_tokens, name="account-tokens"),
+    path(
+        "account/tokens/revoke-all/",
+        account_views.account_tokens_revoke_all,
+        name="account-tokens-revoke-all",
+    ),
+    path(
+        "account/tokens/<str:token_key>/revoke/",
+        account_views.account_token_revoke,
+        name="account-token-revoke",
+    ),
     path("metrics/", views.metrics, name="metrics"),
     path("metrics/export.csv", views.metrics_export_csv, name="metrics-export"),
 ]

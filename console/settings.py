@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -46,7 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "csp",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -174,13 +175,79 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
+# --- Cache (throttles and the login lock-out share it across processes) ---------------------
+# The database cache by default (its table is created by console's migrations); Redis when
+# CACHE_URL says redis://. A per-process cache would make every limit per gunicorn worker.
+CACHE_URL = env_str("CACHE_URL", "").strip()
+if not CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "console_cache",
+        }
+    }
+elif CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    }
+else:
+    raise ImproperlyConfigured(
+        f"CACHE_URL must be empty (the database cache) or a redis:// URL, got {CACHE_URL!r}"
+    )
+
+# --- API tokens (django-rest-knox: hashed at rest, one per device, they expire) ---------------
+KNOX_TOKEN_MODEL = "console.ApiToken"
+# knox's own migrations would create its unused (swapped-out) table, whose foreign key to the
+# users blocks the TRUNCATE of a flush on Postgres: without migrations, a swapped model gets none.
+MIGRATION_MODULES = {"knox": None}
+API_TOKEN_TTL_HOURS = env_int("API_TOKEN_TTL_HOURS", 720, minimum=1)
+REST_KNOX = {
+    "TOKEN_MODEL": KNOX_TOKEN_MODEL,
+    "TOKEN_TTL": dt.timedelta(hours=API_TOKEN_TTL_HOURS),
+    "AUTH_HEADER_PREFIX": "Token",
+}
+
+
+# --- Throttling (core/throttles.py reads these rates at each request) --------------------------
+_RATE_PERIODS = ("s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day")
+
+
+def _rate(name: str, default: str) -> str:
+    raw = env_str(name, default).strip()
+    count, _, period = raw.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(
+            f"{name} must look like '<number>/<second|minute|hour|day>', got {raw!r}"
+        )
+    return raw
+
+
+API_THROTTLE_RATES = {
+    "user": _rate("API_THROTTLE_USER", "600/minute"),
+    "anon": _rate("API_THROTTLE_ANON", "60/minute"),
+    "token_ip": _rate("API_THROTTLE_TOKEN_IP", "20/minute"),
+    "token_username": _rate("API_THROTTLE_TOKEN_USERNAME", "5/minute"),
+    "decide": _rate("API_THROTTLE_DECIDE", "60/minute"),
+}
+# /login/: this many failed attempts for one username (or from one address) within the window
+# lock that username (or address) out for LOGIN_LOCKOUT_SECONDS.
+LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 5, minimum=1)
+LOGIN_LOCKOUT_WINDOW_SECONDS = env_int("LOGIN_LOCKOUT_WINDOW_SECONDS", 900, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+
 # --- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {
+    # The token scheme first: an anonymous request is answered 401 with
+    # "WWW-Authenticate: Token" (401, not 403, is what an expired or revoked token gets).
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "console.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["core.throttles.UserThrottle", "core.throttles.AnonThrottle"],
+    # Proxies in front of the app whose X-Forwarded-For is believed; 0 takes REMOTE_ADDR, so a
+    # client cannot pick its own address to dodge the per-address limits.
+    "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0, minimum=0),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.http.api_exception_handler",
     "DEFAULT_PARSER_CLASSES": [

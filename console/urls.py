@@ -2,8 +2,11 @@
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
+    # One sign-in page, with its lock-out (console/lockout.py): the admin's sends people there.
+    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("", include("console.pages_urls")),
     path("", include("approvals.urls")),

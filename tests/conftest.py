@@ -19,6 +19,8 @@ pytest_plugins = [
     "tests.support.people",
     "tests.support.probes",
     "tests.support.queue",
+    # An empty cache and high rates for every test; throttle tests set their own.
+    "tests.support.throttling",
 ]
 
 

@@ -2,41 +2,138 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
+import time_machine
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from django.utils import timezone
+from knox.crypto import hash_token
+
+from audit.models import AuditEvent
+from console.models import ApiToken
+from tests.support.api_auth import api_auth_header
 
 pytestmark = pytest.mark.usefixtures("queued")  # every task enqueued is recorded, none runs
 
 
+def _obtain(api, username="alice", password="demo", **extra):
+    body = {"username": username, "password": password, **extra}
+    return api.post("/api/auth/token/", body, format="json")
+
+
 def test_token_endpoint_returns_a_token_that_authenticates_requests(api, alice):
-    response = api.post(
-        "/api/auth/token/", {"username": "alice", "password": "demo"}, format="json"
-    )
+    response = _obtain(api, name="laptop CLI")
 
     assert response.status_code == 200
-    token = response.json()["token"]
-    assert token == Token.objects.get(user=alice).key
-    api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    body = response.json()
+    assert body["name"] == "laptop CLI"
+    assert body["token"].startswith(body["token_key"])
+    api.credentials(HTTP_AUTHORIZATION=f"Token {body['token']}")
     assert api.get("/api/runs/").status_code == 200
 
 
-def test_asking_twice_returns_the_same_token(api, alice):
-    body = {"username": "alice", "password": "demo"}
-    first = api.post("/api/auth/token/", body, format="json").json()["token"]
-    second = api.post("/api/auth/token/", body, format="json").json()["token"]
+def test_a_token_is_stored_only_as_a_hash_of_its_secret(api, alice):
+    secret = _obtain(api).json()["token"]
 
-    assert first == second
+    (row,) = ApiToken.objects.filter(user=alice)
+    stored = [str(value) for value in ApiToken.objects.filter(pk=row.pk).values().get().values()]
+    assert secret not in stored
+    assert row.digest == hash_token(secret)
+
+
+def test_asking_twice_gives_two_tokens_one_per_device(api, alice):
+    first = _obtain(api, name="laptop").json()["token"]
+    second = _obtain(api, name="ci").json()["token"]
+
+    assert first != second
+    assert sorted(ApiToken.objects.filter(user=alice).values_list("name", flat=True)) == [
+        "ci",
+        "laptop",
+    ]
+
+
+def test_a_token_older_than_its_ttl_is_refused_with_401(api, alice, settings):
+    settings.REST_KNOX = {**settings.REST_KNOX, "TOKEN_TTL": dt.timedelta(hours=2)}
+    secret = _obtain(api).json()["token"]
+    api.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+
+    with time_machine.travel(timezone.now() + dt.timedelta(hours=2, minutes=1)):
+        response = api.get("/api/runs/")
+
+    assert response.status_code == 401
+    assert response.json() == {"detail": "Invalid token.", "errors": {}}
+    assert not ApiToken.objects.filter(user=alice).exists()
+
+
+def test_a_token_expires_after_api_token_ttl_hours_by_default(api, alice, settings):
+    before = timezone.now()
+    expiry = dt.datetime.fromisoformat(_obtain(api).json()["expiry"])
+
+    ttl = dt.timedelta(hours=settings.API_TOKEN_TTL_HOURS)
+    assert before + ttl <= expiry <= timezone.now() + ttl
+
+
+def test_a_revoked_token_is_refused_with_401(api, alice):
+    secret = _obtain(api).json()["token"]
+    api.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    key = api.get("/api/auth/tokens/").json()[0]["token_key"]
+
+    assert api.delete(f"/api/auth/tokens/{key}/").status_code == 204
+    response = api.get("/api/runs/")
+
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Invalid token."
+
+
+def test_my_tokens_are_listed_without_their_secrets_and_with_their_last_use(api, alice, bob):
+    secret = _obtain(api, name="laptop").json()["token"]
+    _obtain(api, name="phone")
+    _obtain(api, username="bob", name="bob's")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+
+    listed = api.get("/api/auth/tokens/").json()
+
+    assert [row["name"] for row in listed] == ["phone", "laptop"]
+    assert set(listed[0]) == {"token_key", "name", "created", "expiry", "last_used_at"}
+    assert secret not in str(listed)
+    assert listed[1]["last_used_at"] is not None  # this very call used it
+    assert listed[0]["last_used_at"] is None
+
+
+def test_revoke_all_ends_every_token_of_mine_and_no_one_elses(api, alice, bob):
+    mine = [_obtain(api, name=name).json()["token"] for name in ("a", "b")]
+    bobs = _obtain(api, username="bob").json()["token"]
+    api.credentials(HTTP_AUTHORIZATION=f"Token {mine[0]}")
+
+    response = api.delete("/api/auth/tokens/")
+
+    assert response.status_code == 200
+    assert response.json() == {"revoked": 2}
+    for secret, status in ((mine[1], 401), (bobs, 200)):
+        api.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+        assert api.get("/api/runs/").status_code == status
+    assert AuditEvent.objects.filter(action="token.revoked", actor_username="alice").count() == 1
+
+
+def test_someone_elses_token_cannot_be_revoked(api, alice, bob):
+    _obtain(api, username="bob")
+    bobs_key = ApiToken.objects.get(user=bob).token_key
+    api.credentials(**api_auth_credentials(alice))
+
+    response = api.delete(f"/api/auth/tokens/{bobs_key}/")
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "No such token.", "errors": {}}
+    assert ApiToken.objects.filter(user=bob).exists()
 
 
 def test_token_endpoint_refuses_a_wrong_password_with_400(api, alice):
-    response = api.post(
-        "/api/auth/token/", {"username": "alice", "password": "nope"}, format="json"
-    )
+    response = _obtain(api, password="nope")
 
     assert response.status_code == 400
     assert response.json()["errors"] == {"non_field_errors": "wrong username or password"}
-    assert not Token.objects.filter(user=alice).exists()
+    assert not ApiToken.objects.filter(user=alice).exists()
 
 
 def test_token_endpoint_names_a_missing_password(api, alice):
@@ -46,13 +143,23 @@ def test_token_endpoint_names_a_missing_password(api, alice):
     assert set(response.json()["errors"]) == {"password"}
 
 
-def test_an_unknown_token_is_refused(api, alice):
+def test_an_unknown_token_is_refused_with_401(api, alice):
     api.credentials(HTTP_AUTHORIZATION="Token 0123456789abcdef")
 
     response = api.get("/api/runs/")
 
-    assert response.status_code in (401, 403)
+    assert response.status_code == 401
     assert response.json()["detail"] == "Invalid token."
+
+
+def test_api_auth_header_gives_a_working_token(api, alice):
+    api.credentials(**api_auth_credentials(alice))
+
+    assert api.get("/api/runs/").status_code == 200
+
+
+def api_auth_credentials(user):
+    return {"HTTP_AUTHORIZATION": api_auth_header(user)["Authorization"]}
 
 
 def test_session_login_authenticates_api_requests(alice):
@@ -84,3 +191,23 @@ def test_session_writes_need_the_csrf_token(alice, api_probe):
 
     assert response.status_code == 403
     assert "CSRF" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("secret", ["\xff\xfe", "not-hex-" * 8, "0" * 15 + "\x00"])
+def test_a_malformed_token_is_refused_with_401(api, alice, secret):
+    api.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+
+    response = api.get("/api/runs/")
+
+    assert response.status_code == 401
+    assert response.json() == {"detail": "Invalid token.", "errors": {}}
+
+
+@pytest.mark.parametrize("key", ["%00", "not-a-key", "%F0%9F%94%91", "a" * 300])
+def test_revoking_a_token_key_that_cannot_exist_is_404(api, alice, key):
+    api.credentials(**api_auth_credentials(alice))
+
+    response = api.delete(f"/api/auth/tokens/{key}/")
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "No such token.", "errors": {}}

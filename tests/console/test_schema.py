@@ -14,6 +14,8 @@ def test_schema_documents_every_api_operation(api, db):
     paths = response.json()["paths"]
     expected = {
         "/api/auth/token/": {"post"},
+        "/api/auth/tokens/": {"get", "delete"},
+        "/api/auth/tokens/{token_key}/": {"delete"},
         "/api/agents/": {"get"},
         "/api/runs/": {"get", "post"},
         "/api/runs/{run_id}/": {"get"},
@@ -25,7 +27,17 @@ def test_schema_documents_every_api_operation(api, db):
     for path, methods in expected.items():
         assert methods <= set(paths[path]), path
     decide = paths["/api/approvals/{approval_id}/decision/"]["post"]
-    assert {"200", "400", "403", "409"} <= set(decide["responses"])
+    assert {"200", "400", "403", "409", "429"} <= set(decide["responses"])
+    assert {"200", "400", "429"} <= set(paths["/api/auth/token/"]["post"]["responses"])
+    token = response.json()["components"]["schemas"]["Token"]["properties"]
+    assert {"token", "token_key", "name", "created", "expiry"} <= set(token)
+    schemes = response.json()["components"]["securitySchemes"]
+    assert schemes["tokenAuth"] == {
+        **schemes["tokenAuth"],
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+    }
 
 
 def test_swagger_page_is_served_from_local_assets(api, db):

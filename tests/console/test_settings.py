@@ -40,6 +40,12 @@ def _start_django(**env: str) -> subprocess.CompletedProcess:
         ("CONSOLE_AGENTS", "[1, 2]"),
         ("SANDBOX_EFFECT_DELAY_S", "-1"),
         ("CHECKPOINT_POOL_SIZE", "many"),
+        ("CACHE_URL", "memcached://127.0.0.1:11211"),
+        ("API_TOKEN_TTL_HOURS", "0"),
+        ("API_THROTTLE_DECIDE", "lots"),
+        ("API_THROTTLE_TOKEN_USERNAME", "5/fortnight"),
+        ("LOGIN_LOCKOUT_FAILURES", "0"),
+        ("TRUSTED_PROXY_COUNT", "-1"),
     ],
 )
 def test_a_bad_value_names_the_variable(variable, value):
@@ -63,3 +69,22 @@ def test_secret_key_can_be_required():
 def test_good_values_start():
     result = _start_django(DEBUG="true", Q_BROKER="redis", AGENT_MODEL="openai:gpt-4o-mini")
     assert result.returncode == 0, result.stderr
+
+
+def test_cache_url_selects_redis():
+    code = "import django; django.setup(); from django.conf import settings; "
+    code += "print(settings.CACHES['default']['BACKEND'], settings.CACHES['default']['LOCATION'])"
+    clean = dict(os.environ, CACHE_URL="redis://127.0.0.1:6379/3")
+    clean["DJANGO_SETTINGS_MODULE"] = "console.settings"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.split() == [
+        "django.core.cache.backends.redis.RedisCache",
+        "redis://127.0.0.1:6379/3",
+    ]

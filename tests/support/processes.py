@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 
 from console.management.commands.serve import web_command
+from tests.support.throttling import PROCESS_RATES
 
 T = TypeVar("T")
 
@@ -70,6 +71,7 @@ def process_env(*, database_url: str, extra: Mapping[str, str] | None = None) ->
     """The environment of a child: ours, the given database, fast timings, then ``extra``."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     env.update(FAST_TIMINGS)
+    env.update(PROCESS_RATES)
     env["DATABASE_URL"] = database_url
     env["DJANGO_SETTINGS_MODULE"] = "console.settings"
     env["PYTHONUNBUFFERED"] = "1"
