@@ -108,7 +108,11 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "audit_api:verify": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     "audit_api:export_csv": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     "audit_api:export_jsonl": _for(COMPLIANCE, {200}, {403}, {401, 403}),
-    "admin:login": _by_role({200}, admin={200, 302}),
+    # The admin's login form is the console's (one lock-out): its URL redirects there.
+    "admin/login/": _by_role({LOGIN}),
+    "admin:login": _by_role({LOGIN}),
+    "account-tokens": ANY_SIGNED_IN,  # one's own tokens only (tests/console/test_tokens_page.py)
+    "api-tokens": API_SIGNED_IN,
     "admin:logout": _by_role({302}, admin={405}),  # non-staff: to the admin's index, then login
     # Never for non-staff. The superuser: a page, a redirect, a missing object, or 403 where
     # the admin grants nobody the action (adding or deleting audit rows).
