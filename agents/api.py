@@ -28,7 +28,7 @@ from approvals.permissions import user_may_cancel
 from approvals.run_errors import error_summary
 from approvals.serializers import ApprovalSerializer
 from core.pagination import ApiCursorPagination
-from core.rest import ErrorSerializer, error_response, paginated
+from core.rest import ErrorSerializer, error_response, page_parameters, paginated
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 200
@@ -53,6 +53,10 @@ def _run_pk(run_id: str) -> uuid.UUID:
         return uuid.UUID(run_id)
     except ValueError:
         raise NotFound(NOT_FOUND) from None
+
+
+def _printable_ascii(text: str) -> bool:
+    return all(" " <= char <= "~" for char in text)
 
 
 class RunSerializer(serializers.Serializer):
@@ -118,8 +122,7 @@ class RunListApi(APIView):
         parameters=[
             OpenApiParameter("status", enum=AgentRun.Status.values),
             OpenApiParameter("agent", str),
-            OpenApiParameter("cursor", str),
-            OpenApiParameter("page_size", int),
+            *page_parameters(),
         ],
         responses={200: paginated(RunSerializer, name="RunPage"), 400: ErrorSerializer},
     )
@@ -172,11 +175,13 @@ class RunStartApi(APIView):
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if key is not None:
             key = key.strip()
-            if not key or len(key) > IDEMPOTENCY_KEY_MAX:
+            if not key or len(key) > IDEMPOTENCY_KEY_MAX or not _printable_ascii(key):
                 return error_response(
                     status_code=400,
                     detail=f"Invalid {IDEMPOTENCY_HEADER} header.",
-                    errors={IDEMPOTENCY_HEADER: f"1 to {IDEMPOTENCY_KEY_MAX} characters"},
+                    errors={
+                        IDEMPOTENCY_HEADER: f"1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
+                    },
                 )
         start = {"agent": data["agent"], "input": data["input"], "user": request.user}
         # A refusal (services.RunStartError) becomes its error body in console.http.

@@ -9,6 +9,7 @@ from django import forms
 
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
+from core.json_limits import json_problem
 
 
 def _agent_choices() -> list[tuple[str, str]]:
@@ -48,8 +49,14 @@ class RunStartForm(forms.Form):
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
+        except RecursionError:
+            raise forms.ValidationError("Not valid JSON: nested too deeply.") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("The input must be a JSON object.")
+        problem = json_problem(value)
+        if problem is not None:
+            where = f"{problem.path}: " if problem.path else ""
+            raise forms.ValidationError(f"The input {where}{problem.message}.")
         return value
 
     def add_start_errors(self, errors: dict[str, str]) -> None:

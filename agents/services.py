@@ -130,7 +130,8 @@ def run_start_idempotent(
         with transaction.atomic():
             run = run_start(agent=agent, input=input, user=user, request=request)
             RunStartKey.objects.filter(pk=claim.pk).update(run=run)
-    except RunStartError:
+    except Exception:
+        # Any refusal or error frees the key, so a retry with a good body can use it.
         RunStartKey.objects.filter(pk=claim.pk, run__isnull=True).delete()
         raise
     return run, True

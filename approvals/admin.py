@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
+from approvals.admin_forms import RiskTierAdminForm, ToolPolicyAdminForm
 from approvals.models import (
     AgentRun,
     ApprovalRequest,
@@ -95,6 +96,7 @@ class PolicyAdminMixin:
 
 @admin.register(RiskTier)
 class RiskTierAdmin(PolicyAdminMixin, admin.ModelAdmin):
+    form = RiskTierAdminForm
     list_display = (
         "name",
         "level",
@@ -149,6 +151,7 @@ class ToolPolicyRuleInline(admin.TabularInline):
 
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(PolicyAdminMixin, admin.ModelAdmin):
+    form = ToolPolicyAdminForm
     list_display = ("tool", "tier", "rule_summary", "note")
     list_filter = ("tier",)
     search_fields = ("tool", "note")

@@ -23,7 +23,7 @@ from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
 from approvals.serializers import ApprovalSerializer
 from core.pagination import ApiCursorPagination
-from core.rest import ErrorSerializer, paginated
+from core.rest import ErrorSerializer, blank_or, page_parameters, paginated
 from core.throttles import AnonThrottle, DecideThrottle, UserThrottle
 
 # Primary keys are bigints; anything outside is simply not found (never a database error).
@@ -85,13 +85,12 @@ class ApprovalListApi(APIView):
             OpenApiParameter("tier", str),
             OpenApiParameter("agent", str),
             OpenApiParameter("tool", str),
-            OpenApiParameter("run", OpenApiTypes.UUID),
+            OpenApiParameter("run", blank_or({"type": "string", "format": "uuid"})),
             OpenApiParameter("q", str, description="Search tool, agent and requester."),
             OpenApiParameter(
                 "mine", bool, description="With status=pending: only those you may decide."
             ),
-            OpenApiParameter("cursor", str),
-            OpenApiParameter("page_size", int),
+            *page_parameters(),
         ],
         responses={200: paginated(ApprovalSerializer, name="ApprovalPage"), 400: ErrorSerializer},
     )

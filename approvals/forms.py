@@ -8,10 +8,18 @@ from typing import Any
 from django import forms
 
 from approvals.contract import schema_ref_resolve
+from approvals.models import RiskTier
 from approvals.policy import DEFAULT_TIERS
+from core.json_limits import json_problem
 
 SCOPE_MINE = "mine"
 SCOPE_ALL = "all"
+
+
+def _tier_names() -> list[str]:
+    """The tiers that exist (RiskTier rows, by level); the code defaults while there are none."""
+    names = list(RiskTier.objects.order_by("level").values_list("name", flat=True))
+    return names or list(DEFAULT_TIERS)
 
 
 class QueueFilterForm(forms.Form):
@@ -29,7 +37,7 @@ class QueueFilterForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.fields["tier"].choices = [("", "Any tier")] + [(t, t) for t in DEFAULT_TIERS]
+        self.fields["tier"].choices = [("", "Any tier")] + [(t, t) for t in _tier_names()]
         self.fields["q"].widget.attrs.update(
             {"type": "search", "placeholder": "tool, agent, person"}
         )
@@ -97,9 +105,15 @@ class JSONValueField(forms.CharField):
         if text in self.empty_values:
             return None
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg}") from None
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise forms.ValidationError(f"Not valid JSON: {reason}") from None
+        problem = json_problem(value)
+        if problem is not None:
+            where = f"{problem.path}: " if problem.path else ""
+            raise forms.ValidationError(f"{where}{problem.message}.")
+        return value
 
 
 class NumberField(forms.FloatField):

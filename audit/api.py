@@ -14,23 +14,50 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.exports import CONTENT_TYPES, export_filename, export_stream
-from audit.forms import FILTER_FIELDS, filter_form
+from audit.forms import DATE_MAX, DATE_MIN, FILTER_FIELDS, filter_form
 from audit.models import AuditEvent, AuditExport
 from audit.selectors import event_list, user_may_read, user_sees_all
 from audit.services import export_start
 from audit.verify import chain_verify_db
 from core.pagination import ApiCursorPagination
+from core.rest import ErrorSerializer, blank_or, page_parameters, paginated
 
+_DATE = blank_or({"type": "string", "format": "date"})
+_FILTER_TYPES = {
+    "date_from": _DATE,
+    "date_to": _DATE,
+    "run": blank_or({"type": "string", "format": "uuid"}),
+    "approval": blank_or({"type": "integer", "minimum": 1, "maximum": 2**63 - 1}),
+    "actor": {"type": "string", "maxLength": 200},
+    "action": {"type": "string", "maxLength": 80},
+    "tool": {"type": "string", "maxLength": 100},
+}
 FILTER_PARAMETERS = [
-    OpenApiParameter(name, OpenApiTypes.STR, description=f"filter: {name}")
+    OpenApiParameter(
+        name,
+        _FILTER_TYPES.get(name, OpenApiTypes.STR),
+        description=f"filter: {name} (days from {DATE_MIN} to {DATE_MAX})"
+        if name.startswith("date_")
+        else f"filter: {name}",
+    )
     for name in FILTER_FIELDS
+]
+AUDIT_PAGE_SIZE, AUDIT_MAX_PAGE_SIZE = 50, 500
+LIST_PARAMETERS = [
+    *FILTER_PARAMETERS,
+    *page_parameters(max_page_size=AUDIT_MAX_PAGE_SIZE, default=AUDIT_PAGE_SIZE),
 ]
 
 
 def _filters(request: Request):
     form = filter_form(request.query_params)
     if not form.is_valid():
-        raise ValidationError(form.errors.get_json_data())
+        raise ValidationError(
+            {
+                ("non_field_errors" if field == "__all__" else field): " ".join(messages)
+                for field, messages in form.errors.items()
+            }
+        )
     return form
 
 
@@ -58,13 +85,19 @@ class AuditEventListApi(APIView):
                 "hash",
             )
 
-    @extend_schema(parameters=FILTER_PARAMETERS, responses=OutputSerializer(many=True))
+    @extend_schema(
+        operation_id="audit_list",
+        parameters=LIST_PARAMETERS,
+        responses={200: paginated(OutputSerializer, name="AuditEventPage"), 400: ErrorSerializer},
+    )
     def get(self, request: Request) -> Response:
         if not user_may_read(request.user):
             raise PermissionDenied("You may not read the audit trail.")
         form = _filters(request)
         events = event_list(user=request.user, filters=form.cleaned_data)
-        paginator = ApiCursorPagination(ordering="-seq", page_size=50, max_page_size=500)
+        paginator = ApiCursorPagination(
+            ordering="-seq", page_size=AUDIT_PAGE_SIZE, max_page_size=AUDIT_MAX_PAGE_SIZE
+        )
         page = paginator.paginate_queryset(events, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
@@ -82,7 +115,7 @@ class AuditVerifyApi(APIView):
         broken_seq = serializers.IntegerField(allow_null=True)
         reason = serializers.CharField()
 
-    @extend_schema(responses=OutputSerializer)
+    @extend_schema(operation_id="audit_verify", responses={200: OutputSerializer})
     def get(self, request: Request) -> Response:
         if not user_sees_all(request.user):
             raise PermissionDenied("Only compliance and admins may verify the audit trail.")
@@ -103,19 +136,19 @@ class _AuditExportApi(APIView):
     export_format: str = ""
     content_negotiation_class = _AnyContent
     renderer_classes = [JSONRenderer]
+    # No HEAD: it would start an export whose body nobody reads, so its manifest would stay
+    # "streaming" for good.
+    http_method_names = ["get", "options"]
 
-    @extend_schema(
-        parameters=FILTER_PARAMETERS,
-        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
-    )
     def get(self, request: Request) -> StreamingHttpResponse:
         if not user_sees_all(request.user):
             raise PermissionDenied("Only compliance and admins may export the audit trail.")
+        # Every filter is validated before the manifest exists: a refused request leaves none.
         form = _filters(request)
+        events = event_list(user=request.user, filters=form.cleaned_data)
         export = export_start(
             user=request.user, format=self.export_format, filters=form.filters(), request=request
         )
-        events = event_list(user=request.user, filters=form.cleaned_data)
         response = StreamingHttpResponse(
             export_stream(export=export, events=events),
             content_type=CONTENT_TYPES[self.export_format],
@@ -126,13 +159,35 @@ class _AuditExportApi(APIView):
         return response
 
 
+def _export_schema(export_format: str, operation_id: str):
+    """The export's own file type for 200; refusals are JSON errors (console.schema)."""
+    media_type = CONTENT_TYPES[export_format].split(";")[0]
+    return extend_schema(
+        operation_id=operation_id,
+        parameters=FILTER_PARAMETERS,
+        responses={
+            (200, media_type): OpenApiTypes.BINARY,
+            (400, "application/json"): ErrorSerializer,
+            (403, "application/json"): ErrorSerializer,
+        },
+    )
+
+
 class AuditExportCsvApi(_AuditExportApi):
     """GET /api/audit/export.csv: the filtered events as CSV, streamed and audited."""
 
     export_format = AuditExport.Format.CSV
+
+    @_export_schema(AuditExport.Format.CSV, "audit_export_csv")
+    def get(self, request: Request) -> StreamingHttpResponse:
+        return super().get(request)
 
 
 class AuditExportJsonlApi(_AuditExportApi):
     """GET /api/audit/export.jsonl: the filtered events as verifiable JSONL, streamed and audited."""
 
     export_format = AuditExport.Format.JSONL
+
+    @_export_schema(AuditExport.Format.JSONL, "audit_export_jsonl")
+    def get(self, request: Request) -> StreamingHttpResponse:
+        return super().get(request)

@@ -6,16 +6,31 @@ import datetime as dt
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 
 FILTER_FIELDS = ("date_from", "date_to", "actor", "action", "run", "approval", "tool")
 
 
+# Days are turned into aware datetimes and date_to into the next day's start: outside these
+# bounds that arithmetic overflows (9999-12-31 + 1 day) instead of filtering.
+DATE_MIN = dt.date(1900, 1, 1)
+DATE_MAX = dt.date(9998, 12, 31)
+_DATE_BOUNDS = [MinValueValidator(DATE_MIN), MaxValueValidator(DATE_MAX)]
+_MAX_BIGINT = 2**63 - 1
+
+
 class AuditFilterForm(forms.Form):
     date_from = forms.DateField(
-        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+        required=False,
+        label="From",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=_DATE_BOUNDS,
     )
     date_to = forms.DateField(
-        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+        required=False,
+        label="To",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=_DATE_BOUNDS,
     )
     actor = forms.CharField(
         required=False, max_length=200, help_text="Username, or a label such as system:timeout"
@@ -24,7 +39,9 @@ class AuditFilterForm(forms.Form):
         required=False, max_length=80, help_text="Exact, or a prefix ending in * (approval.*)"
     )
     run = forms.UUIDField(required=False, label="Run id")
-    approval = forms.IntegerField(required=False, min_value=1, label="Approval id")
+    approval = forms.IntegerField(
+        required=False, min_value=1, max_value=_MAX_BIGINT, label="Approval id"
+    )
     tool = forms.CharField(required=False, max_length=100)
 
     def clean(self) -> dict[str, Any]:

@@ -43,7 +43,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         queryset = event_list(user=request.user, filters=form.cleaned_data)
         before = request.GET.get("before", "")
-        if before.isdigit():
+        # ASCII digits of a value a bigint column holds ("²".isdigit() is True; 20 nines overflow).
+        if before.isascii() and before.isdigit() and int(before) < 2**63:
             queryset = queryset.filter(seq__lt=int(before))
         events = list(queryset[: PAGE_SIZE + 1])
         if len(events) > PAGE_SIZE:

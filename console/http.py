@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from core.errors import ApplicationError
+from core.json_limits import json_problem
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]):
@@ -23,6 +26,15 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]):
         return Response(
             {"detail": exc.message, "errors": exc.errors, **exc.extra()}, status=exc.status_code
         )
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            {
+                "detail": "The request body is too large.",
+                "errors": {"body": f"at most {limit} bytes"},
+            },
+            status=413,
+        )
     response = exception_handler(exc, context)
     if response is None:
         return None
@@ -33,11 +45,20 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]):
     data = response.data
     if isinstance(data, dict) and "detail" in data:
         detail = str(data["detail"])
-        errors = data.get("errors") or {}
+        errors = data.get("errors") or _named(exc, detail)
     else:
         detail, errors = "The request failed.", flatten_errors(data)
     response.data = {"detail": detail, "errors": errors}
     return response
+
+
+def _named(exc: Exception, detail: str) -> dict[str, str]:
+    """The field a body-level refusal is about, so every 4xx names one."""
+    if isinstance(exc, UnsupportedMediaType):
+        return {"Content-Type": detail}
+    if isinstance(exc, ParseError):
+        return {"body": detail}
+    return {}
 
 
 def flatten_errors(data: Any, prefix: str = "") -> dict[str, str]:
@@ -67,10 +88,24 @@ def _validation_detail(errors: dict[str, str]) -> str:
 
 
 class SafeJSONParser(JSONParser):
-    """DRF's JSON parser, answering 400 (not 500) to JSON nested too deep to parse."""
+    """DRF's JSON parser, answering 400 (not 500) to JSON that the code could not walk: nested
+    deeper than ``MAX_JSON_DEPTH`` or holding lone UTF-16 surrogates (core.json_limits)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise ParseError("JSON parse error - nested too deeply") from None
+            raise JSONBodyRefused("body", "JSON parse error - nested too deeply") from None
+        problem = json_problem(data)
+        if problem is not None:
+            raise JSONBodyRefused(problem.path or "body", problem.message)
+        return data
+
+
+class JSONBodyRefused(ParseError):
+    """A body we refuse to parse, naming where: {"detail": ..., "errors": {field: message}}."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(
+            {"detail": f"Invalid input: {field}: {message}", "errors": {field: message}}
+        )

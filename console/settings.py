@@ -264,6 +264,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.schema.api_errors_documented",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "approvals.models.AgentRun.Status",
         "ApprovalStatusEnum": "approvals.models.ApprovalRequest.Status",

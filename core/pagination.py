@@ -9,12 +9,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db import models
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
-from rest_framework.pagination import CursorPagination
+from rest_framework import exceptions
+from rest_framework.pagination import Cursor, CursorPagination
 
 PAGE_SIZE = 25
+# Largest value a (big)integer column holds: a forged cursor beyond it is refused, not sent.
+_MAX_BIGINT = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -97,3 +101,58 @@ class ApiCursorPagination(CursorPagination):
             self.page_size = page_size
         if max_page_size is not None:
             self.max_page_size = max_page_size
+
+    def get_page_size(self, request) -> int:
+        """``?page_size=`` from 1 to ``max_page_size``; anything else is a 400 naming it
+        (DRF would silently use the default instead of what the schema documents)."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None or raw == "":
+            return self.page_size
+        # Length first: int() of a few thousand digits is itself an error.
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or not (
+            1 <= int(raw) <= self.max_page_size
+        ):
+            raise exceptions.ValidationError(
+                {"page_size": f"must be an integer from 1 to {self.max_page_size}"}
+            )
+        return int(raw)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        self._model = queryset.model
+        return super().paginate_queryset(queryset, request, view)
+
+    def decode_cursor(self, request) -> Cursor | None:
+        """DRF's cursor, refused with a 400 naming ``cursor`` when it is not one we wrote: a
+        forged position would otherwise reach the database as a value of the wrong type."""
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise _invalid_cursor() from None
+        if cursor is not None and cursor.position is not None:
+            first = self.ordering[0] if isinstance(self.ordering, (list, tuple)) else self.ordering
+            if not _position_valid(self._model, first.lstrip("-"), cursor.position):
+                raise _invalid_cursor()
+        return cursor
+
+
+def _invalid_cursor() -> exceptions.ValidationError:
+    return exceptions.ValidationError({"cursor": "Invalid cursor."})
+
+
+def _position_valid(model: type[models.Model], name: str, position: str) -> bool:
+    """Whether ``position`` is a value of the ordering column ``name`` (as our cursors hold)."""
+    if "\x00" in position:
+        return False
+    try:
+        field = model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return False
+    try:
+        value = field.to_python(position)
+    except (ValidationError, ValueError, TypeError, OverflowError):
+        return False
+    if isinstance(field, models.DateTimeField):
+        return parse_datetime(position) is not None
+    if isinstance(value, int):
+        return -_MAX_BIGINT - 1 <= value <= _MAX_BIGINT
+    return True

@@ -102,3 +102,8 @@ def validation_errors(exc: ValidationError) -> dict[str, str]:
         field = ".".join(str(part) for part in err.get("loc", ())) or "non_field_errors"
         errors.setdefault(field, err.get("msg", "invalid"))
     return errors
+
+
+def tool_names() -> list[str]:
+    """The registered tools' names (the admin validates tool policies against them)."""
+    return sorted(_tools)

@@ -62,7 +62,7 @@ def test_every_policy_change_is_audited_and_bumps_the_version(demo_policy, admin
             "name": "write",
             "level": 1,
             "requires_approval": "on",
-            "allowed_decisions": '["approve", "reject"]',
+            "allowed_decisions": ["approve", "reject"],
             "approver_groups": [demo_policy["approvers-write"].pk],
             "required_approvals": 1,
             "ttl_seconds": 600,

@@ -11,3 +11,8 @@ from rest_framework.test import APIClient
 def api() -> APIClient:
     """An anonymous client of the JSON API."""
     return APIClient()
+
+
+# The demo policy (tiers read / write / critical, bob and carol in their groups), shared with
+# the approvals tests.
+from tests.approvals.conftest import demo_policy  # noqa: E402, F401

@@ -8,8 +8,7 @@ parameters name objects of other people: alice's run with an approval in tier "c
 approval, effect and audit event. Every body is searched for the planted markers and ids of the
 objects the role may not see (alice's runs of each tier, dave's own run, a traceback's frame).
 
-GET and HEAD are sent; OPTIONS is not yet: the API docs page answers it with a 500 (issue 12,
-class 7, fixed in its own change), after which "options" joins ``METHODS``.
+GET, HEAD and OPTIONS are sent (OPTIONS describes an endpoint: it must leak nothing either).
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ LOGIN = "login"  # a 302 to the console's login page
 ADMIN_LOGIN = "admin-login"  # a 302 to the admin's login page
 OBJECT = "object"  # 200 when the role may see the object the path names, else 404
 Answer = int | str
-METHODS = ("get", "head")
+METHODS = ("get", "head", "options")
 
 
 def _by_role(default: set[Answer], **roles: set[Answer]) -> dict[str, set[Answer]]:
