@@ -67,7 +67,7 @@ class RiskTierAdminForm(forms.ModelForm):
             "escalation_group",
             "expiry_decision",
             "email_notifications",
-            "webhook_url",
+            "webhook_endpoint",
         )
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -29,7 +29,7 @@ def tier_form(demo_policy, **changes: Any) -> dict[str, Any]:
         "escalate_after_seconds": 0,
         "expiry_decision": "reject",
         "email_notifications": "on",
-        "webhook_url": "",
+        "webhook_endpoint": "",
     } | changes
 
 
