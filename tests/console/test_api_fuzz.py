@@ -103,7 +103,11 @@ def test_every_api_operation_conforms_to_its_schema_and_never_fails(
         if scheme.get("in") == "header" and scheme.get("name") == "Authorization"
     ]
     config = fuzz_config(schemes=schemes, credential=headers["Authorization"])
-    schema = schemathesis.openapi.from_url(url, config=config, headers=headers)
+    # Revoking tokens would revoke the one the run signs in with (tests/console/test_auth.py
+    # holds those two operations).
+    schema = schemathesis.openapi.from_url(url, config=config, headers=headers).exclude(
+        operation_id=["auth_tokens_revoke", "auth_tokens_revoke_all"]
+    )
 
     events = list(schemathesis.engine.from_schema(schema).execute())
 
