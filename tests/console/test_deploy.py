@@ -30,6 +30,9 @@ DEPLOY_VARIABLES = (
     "SECURE_HSTS_PRELOAD",
     "SECURE_PROXY_SSL_HEADER",
     "SECURE_REFERRER_POLICY",
+    # Set by the browser tests of this process (Playwright runs a loop in its thread); never in
+    # a deployment, and check --deploy says so (async.E001).
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
 )
 DEPLOYMENT = {
     "DEBUG": "false",

@@ -218,7 +218,7 @@ def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancel
     assert {str(pk) for pk in AgentRun.objects.values_list("pk", flat=True)} == set(chaos.runs)
     assert runs_not_ended() == [] and effects_unsettled() == []
     for run_id, planned in chaos.runs.items():
-        assert_run_ended_as_planned(planned, run_get(chaos.apis["carol"], run_id))
+        assert_run_ended_as_planned(planned, run_get(chaos.apis["alice"], run_id))
     for run in AgentRun.objects.all():
         assert run_interrupts_without_approval(run=run) == [], run.pk
     # No duplicate downstream row, and no effect without its own run's approval.
