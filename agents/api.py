@@ -220,12 +220,8 @@ class RunCancelApi(APIView):
         },
     )
     def post(self, request: Request, run_id: str) -> Response:
-        # Not filtered by visibility: someone who may not cancel it gets 403, as
-        # tests/agents/test_api.py pins (the page answers 404).
-        try:
-            run = selectors.run_get_to_cancel(pk=_run_pk(run_id))
-        except AgentRun.DoesNotExist:
-            raise NotFound(NOT_FOUND) from None
+        # A run one may not see is not found (as on the page); one may see but not cancel, 403.
+        run = run_or_404(run_id, fetched_by=request.user)
         if not user_may_cancel(user=request.user, run=run):
             return error_response(
                 status_code=403,

@@ -202,7 +202,14 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     actions = ["rotate_secret"]
 
-    @admin.action(description="Rotate the signing secret")
+    def get_fields(self, request, obj=None):
+        # The secret forges signatures: shown to those who may change the endpoint only.
+        fields = super().get_fields(request, obj)
+        if self.has_change_permission(request, obj):
+            return fields
+        return [name for name in fields if name != "secret"]
+
+    @admin.action(description="Rotate the signing secret", permissions=["change"])
     def rotate_secret(self, request, queryset):
         for endpoint in queryset:
             webhook_endpoint_secret_rotate(endpoint=endpoint)

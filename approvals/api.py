@@ -180,13 +180,9 @@ class ApprovalDecideApi(APIView):
         },
     )
     def post(self, request: Request, approval_id: str) -> Response:
-        # Not filtered by visibility: someone who may not decide it gets the decision
-        # service's 403 and its reason, as
-        # tests/approvals/test_api.py pins (the page answers 404).
-        try:
-            approval = selectors.approval_get_to_decide(pk=_approval_pk(approval_id))
-        except ApprovalRequest.DoesNotExist:
-            raise NotFound(NOT_FOUND) from None
+        # An approval one may not see is not found (ids are sequential: a 403 naming its tier
+        # would tell anyone which exist); one may see but not decide gets the service's 403.
+        approval = approval_or_404(approval_id, fetched_by=request.user)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

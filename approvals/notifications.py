@@ -208,20 +208,36 @@ def _send(row: Notification) -> None:
         )
         return
     body = json.dumps(row.payload or {"text": row.text}).encode()
+    headers = webhook_headers(row, body=body, now=timezone.now())
+    # The endpoint's URL now, not the one the row was written for: the live secret signs it,
+    # so a URL the admin moved away from must not receive freshly signed requests.
+    url = row.endpoint.url
     request = urllib.request.Request(
-        row.recipient,
+        url,
         data=body,
         headers={
             "Content-Type": "application/json",
             "User-Agent": "approval-console",
-            **webhook_headers(row, body=body, now=timezone.now()),
+            **headers,
         },
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:  # noqa: S310 - admin-configured URL
+    with _OPENER.open(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:  # admin-configured URL
         status = response.status
     if not 200 <= status < 300:
-        raise urllib.error.HTTPError(row.recipient, status, "unexpected status", None, None)
+        raise urllib.error.HTTPError(url, status, "unexpected status", None, None)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an answer, not a delivery: urllib would re-send a POST as a GET without its
+    body but with the webhook-* headers (to wherever Location points). Refused: an HTTPError,
+    retried, then failed in the admin, where the endpoint's URL can be corrected."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, PLR0913
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 class WebhookEndpointUnavailable(Exception):

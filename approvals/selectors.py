@@ -117,12 +117,6 @@ def approval_get(*, pk: int, fetched_by: Any) -> ApprovalRequest:
     return _approvals().filter(run_visible_filter(user=fetched_by, via="run__")).get(pk=pk)
 
 
-def approval_get_to_decide(*, pk: int) -> ApprovalRequest:
-    """Any approval, for the decision API, which answers 403 (the decision service's reason),
-    not 404, to someone who may not see it (tests/approvals/test_api.py pins that answer)."""
-    return _approvals().get(pk=pk)
-
-
 def run_list(
     *, fetched_by: Any, status: str | None = None, agent: str | None = None
 ) -> QuerySet[AgentRun]:
@@ -142,12 +136,6 @@ def run_get(*, pk: Any, fetched_by: Any) -> AgentRun:
         .filter(run_visible_filter(user=fetched_by))
         .get(pk=pk)
     )
-
-
-def run_get_to_cancel(*, pk: Any) -> AgentRun:
-    """Any run, for the cancel API, which answers 403 (permissions.user_may_cancel), not 404,
-    to someone who may not see it (tests/agents/test_api.py pins that answer)."""
-    return AgentRun.objects.select_related("requested_by").get(pk=pk)
 
 
 def run_approvals(*, run: AgentRun) -> QuerySet[ApprovalRequest]:

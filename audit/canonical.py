@@ -121,16 +121,28 @@ def canonical_text(value: Any) -> str:
         ) from None
 
 
-def _doubles(value: Any) -> Any:
+def _doubles(value: Any, path: str = "") -> Any:
+    """Integers beyond 2**53 - 1 as the doubles they equal; one that no double equals (a 19-digit
+    order id) is refused, never recorded as its neighbour."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > SAFE_INTEGER:
         try:
-            return float(value)
+            double = float(value)
         except OverflowError:  # beyond any double: rfc8785 refuses it, named by json_problem
             return value
+        if double != value:
+            raise CanonicalError(
+                f"{path or 'The value'} is the integer {value}, which no IEEE-754 double equals: "
+                "the audit cannot record it exactly (send it as a string).",
+                errors={path: f"integers must be within +-{SAFE_INTEGER} or exact doubles"},
+            )
+        return double
     if isinstance(value, dict):
-        return {key: _doubles(item) for key, item in value.items()}
+        return {
+            key: _doubles(item, f"{path}.{key}" if path else str(key))
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [_doubles(item) for item in value]
+        return [_doubles(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value)]
     return value
 
 

@@ -121,7 +121,8 @@ def event_record(
     user_agent = ""
     if request is not None:
         ip = _ip_text(request.META.get("REMOTE_ADDR"))
-        user_agent = request.META.get("HTTP_USER_AGENT", "")[:300]
+        # Postgres text refuses U+0000: replaced before hashing, so the hash covers what is kept.
+        user_agent = request.META.get("HTTP_USER_AGENT", "").replace("\x00", "\ufffd")[:300]
     with transaction.atomic():
         _lock_head()
         head_seq, prev_hash = _head()

@@ -11,8 +11,9 @@ from agents.effects.errors import EffectApprovalMisuse, EffectArgsMismatch, Effe
 from agents.tools import tool_find
 from approvals import policy
 from approvals.models import ApprovalRequest
-from audit.canonical import canonical_hash, canonical_json
+from audit.canonical import canonical_json
 from audit.services import event_record
+from audit.verify import json_same
 
 ACTOR = "system:ledger"
 
@@ -58,8 +59,9 @@ def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
         raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
     decision = approval.decision or {}
     approved = decision["args"] if decision.get("args") is not None else approval.args
-    # RFC 8785: the approved args come back from jsonb, whose numbers may be spelled otherwise.
-    if canonical_hash(approved) != canonical_hash(args):
+    # Equal as JSON values, numbers by exact value: jsonb may give 1e21 back as an integer (the
+    # same number), but RFC 8785's doubles would also equate integers beyond 2**53 that differ.
+    if not json_same(approved, args):
         raise EffectArgsMismatch(
             f"args differ from the args approved in approval {approval_id}: "
             f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"

@@ -109,7 +109,16 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
             counts["escalated"] += effect_escalate(effect, reason=reason)
         elif outcome in counts:
             counts[outcome] += 1
+    _tiers_fill(limit=limit)
     return counts
+
+
+def _tiers_fill(*, limit: int) -> None:
+    """Effects escalated before ``Effect.tier`` existed (agents 0007 left it blank): their tier,
+    so those who may settle them see their run (approvals.permissions.run_visible_filter)."""
+    blank = Effect.objects.filter(escalated_at__isnull=False, tier="").select_related("approval")
+    for effect in list(blank[:limit]):
+        Effect.objects.filter(pk=effect.pk, tier="").update(tier=effect_tier(effect))
 
 
 def effect_settled_follow_up(

@@ -107,3 +107,21 @@ def test_any_edited_args_the_api_accepts_round_trip_and_verify(alice, bob, args)
     assert json_same(decided.data, hashed)
     result = chain_verify_db()
     assert result.ok, result.reason
+
+
+def test_an_order_id_no_double_equals_is_refused_never_recorded_as_its_neighbour(alice):
+    # An agent's tool call may carry a 19-digit id (the API refuses such numbers from people).
+    # RFC 8785 numbers are doubles: the nearest one is another order's id. The request is
+    # refused, naming the field, and nothing is recorded.
+    from audit.canonical import CanonicalError
+    from tests.support.approvals import request_approval
+
+    with pytest.raises(CanonicalError) as refused:
+        request_approval(requester=alice, tier="write", args={"order_id": 1234567890123456789})
+
+    assert "args.order_id" in str(refused.value)
+    assert not AuditEvent.objects.filter(action="approval.requested").exists()
+    # An integer a double does equal (what jsonb gives back for 1e21) is recorded as that double.
+    approval = request_approval(requester=alice, tier="write", args={"order_id": 10**21})
+    event = AuditEvent.objects.get(action="approval.requested", approval_id=approval.pk)
+    assert json_same(event.data["payload"]["args"]["order_id"], 10**21)

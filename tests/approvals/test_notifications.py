@@ -311,3 +311,109 @@ def test_the_verifier_in_the_security_docs_accepts_a_real_signed_request_and_ref
     ):
         with pytest.raises(ValueError):
             verify(secret=secret, headers=forged_headers, body=forged_body)
+
+
+def test_a_retry_goes_to_the_endpoints_current_url_not_the_one_it_had_when_the_row_was_written(
+    hook_factory, alice
+):
+    # An admin moves an endpoint (its old URL leaked, or the receiver moved): the retries of
+    # rows written before were still POSTed, freshly signed with the endpoint's live secret,
+    # to the old URL, where whoever holds it can replay them to the new one for five minutes.
+    old = hook_factory(failures=1)
+    new = Hook(failures=0)
+    try:
+        row = webhook_of(request_approval(requester=alice, tier="write"))
+        assert notification_deliver(notification_id=row.id).startswith("retry in")
+        WebhookEndpoint.objects.filter(pk=old.endpoint.pk).update(url=new.url)
+        Notification.objects.filter(pk=row.pk).update(next_attempt_at=dt.datetime.now(dt.UTC))
+
+        assert notification_deliver(notification_id=row.id) == "sent"
+    finally:
+        new.close()
+
+    assert len(old.requests) == 1
+    assert len(new.requests) == 1
+
+
+def test_the_docs_verifier_refuses_a_non_ascii_signature_with_valueerror_not_typeerror(
+    hook_factory, alice
+):
+    # hmac.compare_digest raises TypeError on non-ASCII str: a receiver that catches the
+    # documented ValueError answers a forged header with a 500 instead of a refusal.
+    verify = docs_verifier()["verify"]
+    hook = hook_factory(failures=0)
+    _, headers, body = delivered(hook, alice)
+
+    with pytest.raises(ValueError):
+        verify(
+            secret=hook.endpoint.secret,
+            headers={**headers, "webhook-signature": "v1,\u00e9"},
+            body=body,
+        )
+
+
+def test_a_staff_member_who_may_only_view_endpoints_can_neither_rotate_nor_read_the_secret(
+    hook_factory,
+):
+    # An admin action without allowed_permissions is offered to whoever may view the list, and
+    # a read-only field is shown to them: a view-only grant read the key that forges
+    # signatures, and could rotate it, silently breaking every receiver.
+    from tests.support.people import client_for, person
+
+    hook = hook_factory(failures=0)
+    secret = hook.endpoint.secret
+    viewer = person("viewer", perms=["approvals.view_webhookendpoint"])
+    viewer.is_staff = True
+    viewer.save()
+    page = client_for(viewer)
+
+    shown = page.get(f"/admin/approvals/webhookendpoint/{hook.endpoint.pk}/change/")
+    page.post(
+        "/admin/approvals/webhookendpoint/",
+        {"action": "rotate_secret", "_selected_action": [hook.endpoint.pk]},
+    )
+
+    hook.endpoint.refresh_from_db()
+    assert hook.endpoint.secret == secret
+    assert secret not in shown.content.decode()
+
+
+def test_a_redirecting_receiver_gets_no_signed_request_without_its_body_and_the_row_is_not_sent(
+    demo_policy, alice
+):
+    # urllib follows a 302 (an http -> https redirect, a moved receiver) by re-sending the
+    # request as a GET without its body but with the webhook-* headers: the signature goes
+    # (possibly to another host) with a request it does not sign, and the 200 of that GET
+    # marked the notification sent although no receiver ever got it.
+    seen: list[tuple[str, str, dict[str, str]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+            if self.path == "/hook":
+                self.send_response(302)
+                self.send_header("Location", "/elsewhere")
+            else:
+                self.send_response(200)
+            self.end_headers()
+
+        do_POST = do_GET = _answer  # noqa: N815 - http.server's names
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = WebhookEndpoint.objects.create(
+            name="moved", url=f"http://127.0.0.1:{server.server_port}/hook"
+        )
+        RiskTier.objects.filter(name="write").update(webhook_endpoint=endpoint)
+        row = webhook_of(request_approval(requester=alice, tier="write"))
+        outcome = notification_deliver(notification_id=row.id)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert [(method, path) for method, path, _ in seen] == [("POST", "/hook")]
+    assert outcome != "sent"

@@ -52,7 +52,7 @@ def test_staff_who_may_not_see_a_run_may_not_cancel_it(alice):
     api = rest_client_for(sam)
     assert api.get(f"/api/runs/{run.pk}/").status_code == 404
     response = api.post(f"/api/runs/{run.pk}/cancel/")
-    assert response.status_code == 403
+    assert response.status_code == 404  # as for a run that does not exist
     assert "card 4111" not in response.content.decode()
     run.refresh_from_db()
     assert run.status != AgentRun.Status.CANCELLED
@@ -155,4 +155,18 @@ def test_an_approver_of_the_run_may_cancel_it_and_other_approvers_may_not(vault_
     write_run = ApprovalFactory(run=RunFactory(requested_by=alice), tier="write").run
 
     assert rest_client_for(bob).post(f"/api/runs/{write_run.pk}/cancel/").status_code == 200
-    assert rest_client_for(bob).post(f"/api/runs/{vault_run.pk}/cancel/").status_code == 403
+    assert rest_client_for(bob).post(f"/api/runs/{vault_run.pk}/cancel/").status_code == 404
+
+
+def test_deciding_an_approval_one_may_not_see_answers_like_a_missing_one(vault_run, bob):
+    # Approval ids are sequential: a 403 naming the tier and its group for a hidden approval
+    # (and a 404 for a missing one) lets anyone enumerate the approvals and learn their tiers.
+    hidden = vault_run.approvals.get()
+    api = rest_client_for(bob)
+    body = {"decision": "approve", "payload_hash": hidden.payload_hash}
+
+    refused = api.post(f"/api/approvals/{hidden.pk}/decision/", body, format="json")
+    missing = api.post(f"/api/approvals/{hidden.pk + 1000}/decision/", body, format="json")
+
+    assert (refused.status_code, refused.json()) == (missing.status_code, missing.json())
+    assert "vault" not in refused.content.decode()

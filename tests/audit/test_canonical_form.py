@@ -229,3 +229,77 @@ def test_export_lines_are_canonical_json_of_their_fields(client, frank, bob):
     lines = _export(client, frank).decode().splitlines()
 
     assert all(line == canonical_json(json.loads(line)) for line in lines)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_a_note_holding_a_unicode_line_separator_verifies_standalone(
+    client, frank, bob, tmp_path, separator
+):
+    # Any user can put these in a note, a run input or (\x85, latin-1) a User-Agent header;
+    # canonical_json keeps them raw, and str.splitlines() splits a line at them.
+    event_record(action="approval.decided", actor=bob, data={"note": f"a{separator}b"})
+    body = _export(client, frank)
+
+    standalone = _run_verifier(tmp_path, body)
+
+    assert standalone.returncode == 0, standalone.stdout + standalone.stderr
+    assert standalone.stdout.startswith("OK: 1 events")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [('"refund":0', '"refund":false'), ('"fee":1,', '"fee":true,')]
+)
+def test_a_number_tampered_into_a_boolean_fails_the_standalone_verifier(
+    client, frank, bob, tmp_path, old, new
+):
+    event_record(action="run.created", actor=bob, data={"input": {"fee": 1, "refund": 0}})
+    body = _export(client, frank).decode()
+    assert old in body
+    tampered = body.replace(old, new, 1).encode()
+
+    result, _ = export_file_verify(tampered.splitlines(keepends=True))
+    standalone = _run_verifier(tmp_path, tampered)
+
+    assert not result.ok
+    assert standalone.returncode == 1, standalone.stdout
+
+
+def test_a_user_agent_holding_nul_is_recorded_on_every_database_not_a_500(alice, bob, queued):
+    # Any client sets its User-Agent; Postgres text columns refuse U+0000, so every audited
+    # request carrying one (a decision, a login) was a 500 there, after the checks passed.
+    from tests.support.people import rest_client_for
+    from tests.support.probes import ProbeApprovalFactory, ProbeRunFactory
+
+    approval = ProbeApprovalFactory(run=ProbeRunFactory(requested_by=alice))
+    response = rest_client_for(bob).post(
+        f"/api/approvals/{approval.id}/decision/",
+        {"decision": "approve", "payload_hash": approval.payload_hash},
+        format="json",
+        HTTP_USER_AGENT="curl\x00/8",
+    )
+
+    assert response.status_code == 200, response.content
+    assert chain_verify_db().ok
+
+
+def test_an_unfiltered_export_cut_before_its_head_fails_the_standalone_verifier(
+    client, frank, bob, tmp_path
+):
+    # Drop the last event (the decision) and rewrite the summary, which needs no key; the
+    # header, untouched, still says head_seq 2. The console's verifier refuses the file (it
+    # stops before its head); the standalone one said OK.
+    from audit.verify import digest_start, digest_step
+
+    event_record(action="run.created", actor=bob, data={"input": {"x": 1}})
+    event_record(action="approval.decided", actor=bob, approval_id=7, data={"decision": "approve"})
+    header, first, _last, summary = (
+        json.loads(line) for line in _export(client, frank).splitlines()
+    )
+    summary.update(count=1, last_seq=1, digest=digest_step(digest_start(header), first["hash"]))
+    cut = "".join(canonical_json(r) + "\n" for r in (header, first, summary)).encode()
+
+    result, _ = export_file_verify(cut.splitlines(keepends=True))
+    standalone = _run_verifier(tmp_path, cut)
+
+    assert not result.ok
+    assert standalone.returncode == 1, standalone.stdout

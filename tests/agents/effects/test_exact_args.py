@@ -24,3 +24,12 @@ def test_other_args_are_still_refused():
     approval = ApprovalFactory(run=RunFactory(), status="approved", tool="mystery", args=ARGS)
     with pytest.raises(EffectArgsMismatch):
         _check_approved_args(approval_id=approval.pk, args={**ARGS, "amount": 2.0})
+
+
+def test_an_order_id_beyond_2_53_that_differs_from_the_approved_one_is_refused():
+    # Integers are exact in jsonb and in the checkpoint; RFC 8785's doubles are 256 apart at
+    # this size, so comparing their texts took the order next door for the approved one.
+    approved = {"order_id": 2**60, "amount": 10}  # a double equals it: it may be approved
+    approval = ApprovalFactory(run=RunFactory(), status="approved", tool="mystery", args=approved)
+    with pytest.raises(EffectArgsMismatch):
+        _check_approved_args(approval_id=approval.pk, args={**approved, "order_id": 2**60 + 1})

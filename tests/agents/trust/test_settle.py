@@ -162,3 +162,16 @@ def test_a_critical_effect_shows_its_run_to_those_who_may_settle_it_alone(escala
     assert client_for(bob).get(f"/runs/{run.pk}/").status_code == 404
     with pytest.raises(SettleRefused):
         effect_settle(effect=effect, outcome="done", user=bob)
+
+
+def test_an_effect_escalated_before_the_tier_column_existed_still_shows_its_run_to_its_settlers(
+    escalated, bob
+):
+    """Migration 0007 adds ``tier`` as "" to every row, escalated ones included: the sweep
+    fills it, or a run that asked nobody and went in doubt before the upgrade would be seen only
+    by its requester (who may not settle it) and compliance."""
+    run, effect, downstream = escalated
+    Effect.objects.filter(pk=effect.pk).update(tier="")  # as 0007 leaves it
+    effects_reconcile()
+
+    assert client_for(bob).get(f"/runs/{run.pk}/").status_code == 200
