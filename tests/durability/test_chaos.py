@@ -175,7 +175,7 @@ def tina(db):
 
 
 def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancels_and_forks(
-    processes, api_client_for, page_client_for, alice, bob, carol, tina
+    processes, api_client_for, page_client_for, alice, bob, carol, tina, frank
 ):
     rng = random.Random(FAULT_SEED)
     plan = fault_plan(rng)
@@ -193,7 +193,8 @@ def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancel
     chaos = FaultChaos(
         plan=plan,
         processes=processes,
-        apis={user.username: api_client_for(user) for user in (alice, bob, carol)},
+        # frank (compliance) reads every run, the forks of tina included.
+        apis={user.username: api_client_for(user) for user in (alice, bob, carol, frank)},
         pages={user.username: page_client_for(user) for user in (carol, tina)},
     )
 
@@ -218,7 +219,7 @@ def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancel
     assert {str(pk) for pk in AgentRun.objects.values_list("pk", flat=True)} == set(chaos.runs)
     assert runs_not_ended() == [] and effects_unsettled() == []
     for run_id, planned in chaos.runs.items():
-        assert_run_ended_as_planned(planned, run_get(chaos.apis["alice"], run_id))
+        assert_run_ended_as_planned(planned, run_get(chaos.apis["frank"], run_id))
     for run in AgentRun.objects.all():
         assert run_interrupts_without_approval(run=run) == [], run.pk
     # No duplicate downstream row, and no effect without its own run's approval.

@@ -49,6 +49,9 @@ PEOPLE: tuple[DemoPerson, ...] = (
     ),
     DemoPerson("dave", "no rights"),
     DemoPerson("erin", "manager: approval metrics", groups=("managers",)),
+    DemoPerson(
+        "frank", "compliance: reads every run, the audit trail, exports", groups=("compliance",)
+    ),
     DemoPerson("admin", "superuser (Django admin)", superuser=True),
 )
 

@@ -26,7 +26,7 @@ def groups_of(username: str) -> set[str]:
 
 def test_every_demo_person_logs_in_with_password_demo_and_is_printed():
     output = seed()
-    for username in ("alice", "bob", "carol", "dave", "admin"):
+    for username in ("alice", "bob", "carol", "dave", "erin", "frank", "admin"):
         assert authenticate(username=username, password="demo") is not None, username
         assert username in output
 
@@ -47,6 +47,13 @@ def test_approver_groups_hold_bob_and_carol_and_compliance_exists():
     assert groups_of("carol") == {"approvers-write", "approvers-critical"}
     assert groups_of("alice") == groups_of("dave") == set()
     assert Group.objects.filter(name="compliance").exists()
+
+
+def test_frank_is_the_demo_compliance_officer_who_reads_the_audit_trail():
+    seed()
+    frank = User.objects.get(username="frank")
+    assert groups_of("frank") == {"compliance"}
+    assert frank.has_perm("audit.view_audit") and not frank.has_perm("approvals.decide")
 
 
 def test_checkout_was_deployed_within_the_last_hour_and_other_services_earlier():
