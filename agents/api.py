@@ -28,7 +28,7 @@ from approvals.permissions import user_may_cancel
 from approvals.run_errors import error_summary
 from approvals.serializers import ApprovalSerializer
 from core.pagination import ApiCursorPagination
-from core.rest import ErrorSerializer, error_response, page_parameters, paginated
+from core.rest import BodyJSONField, ErrorSerializer, error_response, page_parameters, paginated
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX = 200
@@ -139,7 +139,7 @@ class RunStartApi(APIView):
     @extend_schema_serializer(component_name="RunStartInput")
     class InputSerializer(serializers.Serializer):
         agent = serializers.CharField(max_length=100, help_text="A name from GET /api/agents/.")
-        input = serializers.JSONField(help_text="A JSON object valid for the agent's input schema.")
+        input = BodyJSONField(help_text="A JSON object valid for the agent's input schema.")
 
         def validate_input(self, value: Any) -> Any:
             if not isinstance(value, dict):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from approvals.admin_forms import RiskTierAdminForm, ToolPolicyAdminForm
+from approvals.admin_forms import RiskTierAdminForm, ToolPolicyAdminForm, ToolPolicyRuleFormSet
 from approvals.models import (
     AgentRun,
     ApprovalRequest,
@@ -144,6 +144,7 @@ class RiskTierAdmin(PolicyAdminMixin, admin.ModelAdmin):
 
 class ToolPolicyRuleInline(admin.TabularInline):
     model = ToolPolicyRule
+    formset = ToolPolicyRuleFormSet
     extra = 1
     fields = ("position", "arg", "op", "value", "tier")
     ordering = ("position", "id")

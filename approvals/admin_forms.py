@@ -20,6 +20,7 @@ from approvals.policy import ALL_DECISIONS
 # approvals never imports agents (DESIGN.md): the registry's names are read by dotted path,
 # spelled once here; a project may point APPROVALS_TOOL_NAMES at its own function.
 TOOL_NAMES = "agents.tools.registry.tool_names"
+TOOL_ARG_NAMES = "agents.tools.registry.tool_arg_names"
 
 
 def registered_tool_names() -> list[str]:
@@ -42,6 +43,34 @@ class ToolPolicyAdminForm(forms.ModelForm):
                 f"No registered tool is named {tool!r}. Registered tools: {', '.join(known)}."
             )
         return tool
+
+
+def registered_tool_arg_names(tool: str) -> list[str] | None:
+    names: Callable[[str], list[str] | None] = import_string(
+        getattr(settings, "APPROVALS_TOOL_ARG_NAMES", TOOL_ARG_NAMES)
+    )
+    return names(tool)
+
+
+class ToolPolicyRuleFormSet(forms.BaseInlineFormSet):
+    """A rule must name an argument of its tool: "amout > 1000 -> critical" would never
+    match, leaving every large call in the policy's lower tier."""
+
+    def clean(self) -> None:
+        super().clean()
+        known = registered_tool_arg_names(self.instance.tool or "")
+        if known is None:
+            return  # the tool field names the problem
+        for form in self.forms:
+            if not hasattr(form, "cleaned_data") or form.cleaned_data.get("DELETE"):
+                continue
+            arg = (form.cleaned_data.get("arg") or "").strip()
+            if arg and arg not in known:
+                form.add_error(
+                    "arg",
+                    f"{self.instance.tool} has no argument {arg!r}. "
+                    f"Its arguments: {', '.join(known)}.",
+                )
 
 
 class RiskTierAdminForm(forms.ModelForm):

@@ -23,7 +23,7 @@ from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
 from approvals.serializers import ApprovalSerializer
 from core.pagination import ApiCursorPagination
-from core.rest import ErrorSerializer, blank_or, page_parameters, paginated
+from core.rest import BodyJSONField, ErrorSerializer, blank_or, page_parameters, paginated
 from core.throttles import AnonThrottle, DecideThrottle, UserThrottle
 
 # Primary keys are bigints; anything outside is simply not found (never a database error).
@@ -147,7 +147,7 @@ class ApprovalDecideApi(APIView):
         payload_hash = serializers.CharField(
             help_text="The payload_hash of the approval you reviewed; a stale one gets 409."
         )
-        args = serializers.JSONField(
+        args = BodyJSONField(
             required=False, allow_null=True, help_text="The edited args (decision edit only)."
         )
         message = serializers.CharField(

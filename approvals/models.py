@@ -352,6 +352,10 @@ class ToolPolicyRule(models.Model):
 
         if self.op in (self.Op.GT, self.Op.GTE, self.Op.LT, self.Op.LTE):
             try:
-                Decimal(self.value.strip())
+                number = Decimal(self.value.strip())
             except (InvalidOperation, ValueError, AttributeError):
-                raise ValidationError({"value": "must be a number for <, <=, > and >="}) from None
+                number = None
+            # NaN and infinities are no threshold: policy._number() reads only finite numbers,
+            # so such a rule would never match.
+            if number is None or not number.is_finite():
+                raise ValidationError({"value": "must be a number for <, <=, > and >="})

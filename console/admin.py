@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from console.models import ApiToken
+from console.tokens import token_revoke_as_admin
 
 
 @admin.register(ApiToken)
@@ -24,3 +25,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         return False
+
+    # Revoking is an audit event wherever it happens (docs/security.md).
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        token_revoke_as_admin(
+            tokens=ApiToken.objects.filter(pk=obj.pk), admin=request.user, request=request
+        )
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        token_revoke_as_admin(tokens=queryset, admin=request.user, request=request)

@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.lockout import client_ip, login_failure_record, login_failures_clear, login_locked_for
 from console.metrics.definitions import (
     GROUP_DEFAULT,
     GROUPS,
@@ -84,22 +85,43 @@ class TokenObtainApi(APIView):
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        username = serializer.validated_data["username"]
+        ip = client_ip(request)
+        # The login page's lock-out holds here too (the same password is being guessed).
+        wait = login_locked_for(username=username, ip=ip)
+        if wait:
+            return _locked(wait)
         user = authenticate(
             request=request._request,
-            username=serializer.validated_data["username"],
+            username=username,
             password=serializer.validated_data["password"],
         )
         if user is None or not user.is_active:
+            wait = login_failure_record(username=username, ip=ip)
+            if wait:
+                return _locked(wait)
             return error_response(
                 status_code=400,
                 detail="Unable to log in with these credentials.",
                 errors={"non_field_errors": "wrong username or password"},
             )
+        login_failures_clear(username=username)
         token, secret = token_create(
             user=user, name=serializer.validated_data["name"], request=request
         )
         data = {**TokenOutputSerializer(token).data, "token": secret}
-        return Response(self.OutputSerializer(data).data)
+        response = Response(self.OutputSerializer(data).data)
+        response["Cache-Control"] = "no-store"  # it holds the secret (RFC 6749 5.1)
+        return response
+
+
+def _locked(wait: int) -> Response:
+    response = error_response(
+        status_code=429,
+        detail=f"Too many failed attempts. Expected available in {wait} seconds.",
+    )
+    response["Retry-After"] = str(wait)
+    return response
 
 
 class TokenListApi(APIView):

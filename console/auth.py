@@ -25,6 +25,8 @@ class ApiTokenAuthentication(TokenAuthentication):
             token.decode("utf-8")
         except UnicodeDecodeError:  # knox would let it escape as a 500
             raise exceptions.AuthenticationFailed(_("Invalid token.")) from None
+        if b"\x00" in token:  # Postgres text cannot hold NUL: the lookup would be a 500
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
         return super().authenticate_credentials(token)
 
     def validate_user(self, auth_token: ApiToken) -> tuple[Any, ApiToken]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from rest_framework import exceptions
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import JSONParser
@@ -34,6 +34,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]):
                 "errors": {"body": f"at most {limit} bytes"},
             },
             status=413,
+        )
+    if isinstance(exc, (TooManyFieldsSent, TooManyFilesSent)):
+        return Response(
+            {"detail": f"Invalid input: body: {exc}", "errors": {"body": str(exc)}}, status=400
         )
     response = exception_handler(exc, context)
     if response is None:

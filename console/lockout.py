@@ -17,6 +17,8 @@ from django.core.cache import cache
 from django.http import HttpRequest
 from rest_framework.throttling import BaseThrottle
 
+from core.throttles import username_key
+
 
 def client_ip(request: HttpRequest) -> str:
     """The client's address as the API throttles see it (REST_FRAMEWORK["NUM_PROXIES"])."""
@@ -24,7 +26,7 @@ def client_ip(request: HttpRequest) -> str:
 
 
 def _subjects(*, username: str, ip: str) -> list[str]:
-    name = hashlib.sha256(username.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()
+    name = username_key(username)
     address = hashlib.sha256(ip.encode("utf-8", "surrogatepass")).hexdigest()
     return [f"u:{name}"] + ([f"ip:{address}"] if ip else [])
 

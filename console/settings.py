@@ -184,6 +184,10 @@ if not CACHE_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.db.DatabaseCache",
             "LOCATION": "console_cache",
+            # Django's default (300) culls a third of the rows in key order once exceeded, and
+            # "login-lock:..." sorts first: anyone making 300 rows (a username each) would lift
+            # every lock-out. Expired rows are deleted when read or culled.
+            "OPTIONS": {"MAX_ENTRIES": env_int("CACHE_MAX_ENTRIES", 1_000_000, minimum=10_000)},
         }
     }
 elif CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
@@ -234,6 +238,8 @@ API_THROTTLE_RATES = {
 LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_WINDOW_SECONDS = env_int("LOGIN_LOCKOUT_WINDOW_SECONDS", 900, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# The audit records the address the limits count (TRUSTED_PROXY_COUNT), not the proxy's.
+AUDIT_CLIENT_ADDRESS = "console.lockout.client_ip"
 
 # --- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {

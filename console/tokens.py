@@ -56,15 +56,50 @@ def token_revoke_all(*, user: AbstractBaseUser, request: Any = None) -> int:
     return _revoke(user=user, tokens=ApiToken.objects.all(), request=request)
 
 
-def _revoke(*, user: AbstractBaseUser, tokens: QuerySet[ApiToken], request: Any) -> int:
+def tokens_end_on_password_change(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
+    """post_save of a user: a new password ends the tokens made with the old one, as Django
+    ends the other sessions. ``_password`` holds the raw password only after set_password()
+    (a hash upgrade at login clears it first), and only until save() returns."""
+    if created or getattr(instance, "_password", None) is None:
+        return
+    _revoke(user=instance, tokens=ApiToken.objects.all(), request=None, reason="password changed")
+
+
+def _revoke(
+    *, user: AbstractBaseUser, tokens: QuerySet[ApiToken], request: Any, reason: str = ""
+) -> int:
     with transaction.atomic():
         keys = sorted(tokens.filter(user=user).values_list("token_key", flat=True))
         if not keys:
             return 0
         deleted, _ = ApiToken.objects.filter(user=user, token_key__in=keys).delete()
-        event_record(action="token.revoked", actor=user, data={"token_keys": keys}, request=request)
+        data: dict[str, Any] = {"token_keys": keys}
+        if reason:
+            data["reason"] = reason
+        event_record(action="token.revoked", actor=user, data=data, request=request)
     return deleted
 
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def token_revoke_as_admin(
+    *, tokens: QuerySet[ApiToken], admin: AbstractBaseUser, request: Any
+) -> int:
+    """An administrator deletes tokens (the admin's delete): one "token.revoked" per owner,
+    by the administrator, in the same transaction."""
+    with transaction.atomic():
+        rows = sorted(tokens.values_list("user_id", "user__username", "token_key"))
+        by_owner: dict[tuple[int, str], list[str]] = {}
+        for user_id, username, key in rows:
+            by_owner.setdefault((user_id, username), []).append(key)
+        deleted, _ = ApiToken.objects.filter(pk__in=tokens.values("pk")).delete()
+        for (user_id, username), keys in by_owner.items():
+            event_record(
+                action="token.revoked",
+                actor=admin,
+                data={"token_keys": keys, "user": username, "user_id": user_id},
+                request=request,
+            )
+    return deleted

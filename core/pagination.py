@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import exceptions
 from rest_framework.pagination import Cursor, CursorPagination
@@ -26,6 +28,21 @@ class Page:
     items: list[Any]
     next_cursor: str | None
     is_first: bool
+
+
+def cursor_datetime(text: str) -> dt.datetime | None:
+    """The datetime of a cursor, or None unless it is one our cursors hold: the database
+    gives UTC, so any other offset is forged. (Postgres refuses offsets beyond +-15:59 and
+    SQLite's adapter converts to UTC first, which overflows at the ends of years 1..9999.)"""
+    value = parse_datetime(text)
+    if value is None:
+        return None
+    if timezone.is_naive(value):
+        try:
+            value = timezone.make_aware(value)
+        except (OverflowError, ValueError):
+            return None
+    return value if value.utcoffset() == dt.timedelta(0) else None
 
 
 def cursor_encode(values: list[Any]) -> str:
@@ -46,7 +63,7 @@ def cursor_decode(cursor: str, *, size: int) -> list[str] | None:
         or not all(isinstance(v, str) for v in values)
     ):
         return None
-    if parse_datetime(values[0]) is None:
+    if cursor_datetime(values[0]) is None:
         return None
     return values
 
@@ -64,7 +81,7 @@ def keyset_page(
     op = "lt" if descending else "gt"
     values = cursor_decode(cursor, size=2) if cursor else None
     if values:
-        when = parse_datetime(values[0])
+        when = cursor_datetime(values[0])
         try:
             qs = qs.filter(
                 Q(**{f"{first}__{op}": when}) | Q(**{first: when, f"{second}__{op}": values[1]})
@@ -152,7 +169,7 @@ def _position_valid(model: type[models.Model], name: str, position: str) -> bool
     except (ValidationError, ValueError, TypeError, OverflowError):
         return False
     if isinstance(field, models.DateTimeField):
-        return parse_datetime(position) is not None
+        return cursor_datetime(position) is not None
     if isinstance(value, int):
         return -_MAX_BIGINT - 1 <= value <= _MAX_BIGINT
     return True

@@ -8,6 +8,8 @@ from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from core.json_limits import MAX_JSON_DEPTH, json_problem
+
 
 class ErrorSerializer(serializers.Serializer):
     """The one error body of the API (400, 403, 404, 409, 422)."""
@@ -50,3 +52,21 @@ def page_parameters(*, max_page_size: int = 100, default: int = 25) -> list[Open
             description=f"1 to {max_page_size} (default {default}).",
         ),
     ]
+
+
+class BodyJSONField(serializers.JSONField):
+    """DRF's JSONField under the body's limits (core.json_limits). A form-encoded or multipart
+    body carries the value as JSON text that DRF parses here, where SafeJSONParser never looks:
+    a lone surrogate or a value nested a few hundred levels deep reached the walkers (500)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            value = super().to_internal_value(data)
+        except RecursionError:
+            raise serializers.ValidationError("JSON nested too deeply") from None
+        # One level less than a JSON body allows: there the field is itself a level deep.
+        problem = json_problem(value, max_depth=MAX_JSON_DEPTH - 1)
+        if problem is not None:
+            where = f"{problem.path}: " if problem.path else ""
+            raise serializers.ValidationError(f"{where}{problem.message}")
+        return value

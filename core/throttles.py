@@ -8,10 +8,20 @@ the default cache, which the settings make shared by every process (database or 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from typing import Any
 
 from django.conf import settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
+
+
+def username_key(username: str) -> str:
+    """One key for every spelling of a username that signs in as the same person: the login
+    form authenticates NFKC(stripped text) (Django's UsernameField), so "ａｌｉｃｅ" is alice;
+    lower-cased on top, as documented. Hashed: a cache key has a bounded length and any text
+    may be tried as a username. Shared by the token throttle and the login lock-out."""
+    normal = unicodedata.normalize("NFKC", username.strip()).strip().lower()
+    return hashlib.sha256(normal.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _SettingsRate:
@@ -49,12 +59,11 @@ class TokenUsernameThrottle(_SettingsRate, SimpleRateThrottle):
 
     def get_cache_key(self, request: Any, view: Any) -> str | None:
         username = request.data.get("username") if hasattr(request.data, "get") else None
+        if isinstance(username, (int, float)) and not isinstance(username, bool):
+            username = str(username)  # as the serializer's CharField reads it
         if not isinstance(username, str) or not username:
             return None  # the serializer names the missing field
-        # Hashed: a cache key has a bounded length and any text may be tried as a username.
-        raw = username.strip().lower().encode("utf-8", "surrogatepass")
-        ident = hashlib.sha256(raw).hexdigest()
-        return self.cache_format % {"scope": self.scope, "ident": ident}
+        return self.cache_format % {"scope": self.scope, "ident": username_key(username)}
 
 
 class DecideThrottle(_SettingsRate, UserRateThrottle):

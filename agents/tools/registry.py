@@ -107,3 +107,12 @@ def validation_errors(exc: ValidationError) -> dict[str, str]:
 def tool_names() -> list[str]:
     """The registered tools' names (the admin validates tool policies against them)."""
     return sorted(_tools)
+
+
+def tool_arg_names(name: str) -> list[str] | None:
+    """The top-level argument names of a registered tool (None: no such tool); the admin
+    validates tool policy rules against them."""
+    spec = _tools.get(name)
+    if spec is None:
+        return None
+    return sorted(spec.args_schema().get("properties", {}))

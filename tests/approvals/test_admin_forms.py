@@ -133,3 +133,52 @@ def test_the_queue_tier_filter_lists_the_tiers_that_exist(demo_policy, bob):
 
     choices = [value for value, _ in response.context["form"].fields["tier"].choices]
     assert choices == ["", "read", "write", "critical", "payments"]
+
+
+def post_rule(admin_client, *, arg: str, op: str, value: str):
+    """A policy for refund_order (tier write) with one rule raising it to critical."""
+    ToolPolicy.objects.filter(tool="refund_order").delete()
+    write, critical = (RiskTier.objects.get(name=n) for n in ("write", "critical"))
+    return admin_client.post(
+        "/admin/approvals/toolpolicy/add/",
+        {
+            "tool": "refund_order",
+            "tier": write.pk,
+            "note": "",
+            "rules-TOTAL_FORMS": 1,
+            "rules-INITIAL_FORMS": 0,
+            "rules-MIN_NUM_FORMS": 0,
+            "rules-MAX_NUM_FORMS": 1000,
+            "rules-0-position": 0,
+            "rules-0-arg": arg,
+            "rules-0-op": op,
+            "rules-0-value": value,
+            "rules-0-tier": critical.pk,
+        },
+    )
+
+
+def test_a_rule_on_an_argument_the_tool_does_not_have_is_refused(demo_policy, admin_client):
+    # "amout > 1000 -> critical" never matches: large refunds would stay in tier write, as a
+    # misspelt tool name once left the tool on its default (the check the tool field has).
+    response = post_rule(admin_client, arg="amout", op="gt", value="1000")
+
+    assert response.status_code == 200
+    assert not ToolPolicy.objects.filter(tool="refund_order").exists()
+
+
+@pytest.mark.parametrize("value", ["NaN", "sNaN", "Infinity", "-inf"])
+def test_a_rule_threshold_that_no_number_can_cross_is_refused(demo_policy, admin_client, value):
+    # Decimal("NaN") passed the rule's number check, but policy._number() reads only finite
+    # numbers, so "amount > NaN -> critical" is a rule that never raises anything.
+    response = post_rule(admin_client, arg="amount", op="gt", value=value)
+
+    assert response.status_code == 200
+    assert not ToolPolicy.objects.filter(tool="refund_order").exists()
+
+
+def test_a_rule_on_a_real_argument_with_a_number_is_saved(demo_policy, admin_client):
+    response = post_rule(admin_client, arg="amount", op="gt", value="1000")
+
+    assert response.status_code == 302
+    assert ToolPolicy.objects.get(tool="refund_order").rules.get().arg == "amount"

@@ -211,3 +211,49 @@ def test_revoking_a_token_key_that_cannot_exist_is_404(api, alice, key):
 
     assert response.status_code == 404
     assert response.json() == {"detail": "No such token.", "errors": {}}
+
+
+@pytest.mark.parametrize("secret", ["\x00", "abc\x00def"])
+def test_a_token_with_a_nul_character_is_refused_with_401_not_a_500(api, alice, secret):
+    # Postgres text cannot hold NUL: the token_key lookup raised DataError (500).
+    api.raise_request_exception = False
+
+    response = api.get("/api/runs/", HTTP_AUTHORIZATION=f"Token {secret}")
+
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Invalid token."
+
+
+def test_the_token_answer_is_never_stored_by_a_cache(api, alice):
+    # It holds the secret (RFC 6749 5.1: "Cache-Control: no-store"); the tokens page does it.
+    response = _obtain(api)
+
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_a_password_change_ends_the_tokens_made_with_the_old_password(api, alice):
+    # Django ends the other sessions on a password change (the session auth hash); a token
+    # obtained by someone who knew the old password must end too, or changing it locks
+    # nobody out.
+    stolen = _obtain(api).json()["token"]
+
+    alice.set_password("a-new-long-password")
+    alice.save()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {stolen}")
+
+    assert api.get("/api/runs/").status_code == 401
+
+
+def test_a_password_hash_upgrade_at_sign_in_keeps_the_tokens(api, alice, settings):
+    secret = _obtain(api).json()["token"]
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",  # preferred now: the login rehashes
+        *settings.PASSWORD_HASHERS,
+    ]
+
+    assert Client().login(username="alice", password="demo")
+    alice.refresh_from_db()
+    assert alice.password.startswith("md5$")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    assert api.get("/api/runs/").status_code == 200

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import pytest
 
@@ -41,6 +42,15 @@ def run_body(**input_fields: str) -> str:
     fields = {k: json.dumps(v) for k, v in API_PROBE_INPUT.items()} | input_fields
     inner = ",".join(f"{json.dumps(k)}:{v}" for k, v in fields.items())
     return f'{{"agent":"{API_PROBE}","input":{{{inner}}}}}'
+
+
+def form_body(**fields: str) -> str:
+    """A form-encoded body (its JSON fields as text, which SafeJSONParser never sees)."""
+    return "&".join(f"{k}={quote(v, safe='{}')}" for k, v in fields.items())
+
+
+FORM = "application/x-www-form-urlencoded"
+DEEP_INPUT = '{"service": "s", "severity": "sev2", "x": ' + nested(TOO_DEEP) + "}"
 
 
 def decision_body(**fields: str) -> str:
@@ -74,6 +84,11 @@ FORGED_CURSORS = [
     b64("p=99999-01-01T00:00:00"),
     b64("p=99999999999999999999999"),
     b64("o=-5&r=x"),
+    # a datetime whose offset Postgres refuses (beyond +-15:59) or whose UTC form leaves
+    # the years 1..9999 (SQLite's adapter converts to UTC first): 500s before
+    b64("p=2020-01-01T00:00:00-16:00"),
+    b64("p=9999-12-31T23:59:59-01:00"),
+    b64("p=0001-01-01T00:00:00%2B14:00"),
 ]
 CORPUS = [
     # forged, garbage and base64-of-garbage cursors on every paginated list
@@ -136,6 +151,48 @@ CORPUS = [
     # bodies: too large, not JSON, wrong content type, empty, huge integers, wrong types
     Case("POST", "/api/runs/", 413, "body", body='{"agent":"' + "a" * (10 * 1024 * 1024) + '"}'),
     Case("POST", "/api/runs/", 400, "body", body="{not json"),
+    # the same hostile JSON as text in a form-encoded body: DRF's JSONField parses it itself
+    *[
+        Case(
+            "POST",
+            "/api/runs/",
+            400,
+            "input",
+            body=form_body(agent=API_PROBE, input=text),
+            headers={"Idempotency-Key": "form-start"},
+            content_type=FORM,
+        )
+        for text in (
+            '{"service": "\\ud800", "severity": "sev2"}',
+            '{"service": "s", "severity": "sev2", "\\ud800": 1}',
+            DEEP_INPUT,
+            "[" * 5000 + "]" * 5000,
+        )
+    ],
+    *[
+        Case(
+            "POST",
+            DECIDE,
+            400,
+            "args",
+            body=form_body(decision="edit", payload_hash="{hash}", args=text),
+            content_type=FORM,
+            who="bob",
+        )
+        for text in ('{"x": ' + nested(TOO_DEEP) + "}", "[" * 5000 + "]" * 5000)
+    ],
+    # more fields than DATA_UPLOAD_MAX_NUMBER_FIELDS: Django's HTML 400, not the error format
+    *[
+        Case(
+            "POST",
+            url,
+            400,
+            "body",
+            body="&".join(f"f{n}=1" for n in range(1100)),
+            content_type="application/x-www-form-urlencoded",
+        )
+        for url in ("/api/runs/", "/api/auth/token/")
+    ],
     Case("POST", "/api/runs/", 415, "Content-Type", body="{}", content_type="text/plain"),
     Case("POST", "/api/runs/", 400, "agent", body=""),
     Case("POST", "/api/runs/", 400, "body", body=run_body(service="1" + "0" * 5000)),
@@ -206,6 +263,24 @@ def test_a_hostile_request_gets_a_4xx_in_the_error_format_naming_the_field(case,
             assert case.names in error["errors"], error
     assert not AuditExport.objects.filter(status=AuditExport.Status.STREAMING).exists()
     assert not RunStartKey.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "position",
+    [
+        "2020-01-01T00:00:00-16:00",
+        "9999-12-31T23:59:59-01:00",
+        "0001-01-01T00:00:00+14:00",
+    ],
+)
+def test_a_forged_queue_cursor_with_an_odd_offset_shows_the_first_page(admin, approval, position):
+    client = client_for(admin)
+    client.raise_request_exception = False
+    cursor = base64.urlsafe_b64encode(json.dumps([position, "1"]).encode()).decode()
+
+    response = client.get(f"/?cursor={cursor.rstrip('=')}")
+
+    assert response.status_code == 200
 
 
 @pytest.mark.parametrize(

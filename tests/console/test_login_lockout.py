@@ -9,6 +9,7 @@ import pytest
 import time_machine
 from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 
 @pytest.fixture
@@ -75,3 +76,78 @@ def test_the_admin_login_sends_people_to_the_login_page(db):
 
     assert response.status_code == 302
     assert response["Location"] == "/login/?next=/admin/"
+
+
+# --- attacks (review of issue 12) -------------------------------------------------------------
+
+
+def test_a_locked_username_stays_locked_when_typed_in_fullwidth_letters(lockout, alice):
+    # The login form signs in with NFKC(username) (Django's UsernameField), so "ａｌｉｃｅ" is
+    # alice: the lock must be counted on that same name, or each variant gets fresh tries.
+    for n in range(5):
+        _login(Client(), REMOTE_ADDR=f"10.4.0.{n}")
+
+    variant = _login(Client(), username="ａｌｉｃｅ", password="demo", REMOTE_ADDR="10.4.9.9")
+
+    assert variant.status_code == 429
+
+
+def test_fullwidth_variants_of_a_username_share_its_failure_count(lockout, alice):
+    variants = ["alice", "ａlice", "aｌice", "alｉce", "aliｃe"]
+    for n, name in enumerate(variants):
+        _login(Client(), username=name, REMOTE_ADDR=f"10.5.0.{n}")
+
+    assert _login(Client(), password="demo", REMOTE_ADDR="10.5.9.9").status_code == 429
+
+
+def test_a_username_locked_at_the_login_page_gets_no_api_token_either(lockout, alice):
+    # /api/auth/token/ checks the same password: if it ignores the lock-out, the lock only
+    # moves the guessing to the API (5/minute per username there, not 5 per 15 minutes).
+    for n in range(5):
+        _login(Client(), REMOTE_ADDR=f"10.6.0.{n}")
+
+    response = APIClient().post(
+        "/api/auth/token/",
+        {"username": "alice", "password": "demo"},
+        format="json",
+        REMOTE_ADDR="10.6.9.9",
+    )
+
+    assert response.status_code == 429
+    assert "Retry-After" in response
+
+
+def test_failed_api_token_attempts_count_toward_the_login_lock_out(lockout, alice):
+    for n in range(5):
+        APIClient().post(
+            "/api/auth/token/",
+            {"username": "alice", "password": "wrong"},
+            format="json",
+            REMOTE_ADDR=f"10.7.0.{n}",
+        )
+
+    assert _login(Client(), password="demo", REMOTE_ADDR="10.7.9.9").status_code == 429
+
+
+def test_a_flood_of_other_usernames_does_not_evict_a_lock_out_from_the_cache(lockout, alice):
+    # Django's database cache keeps MAX_ENTRIES (300 by default) rows and, past that, culls
+    # a third of them in key order: ":1:login-lock:..." sorts before ":1:throttle_...", so
+    # the locks go first. Anyone who can make ~300 cache rows (one per username tried at
+    # /api/auth/token/, 20 a minute per address) would lift the lock on alice.
+    # Cheap hashing of the unknown usernames' passwords (alice's hash keeps its own hasher).
+    lockout.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        *lockout.PASSWORD_HASHERS,
+    ]
+    for n in range(5):
+        _login(Client(), REMOTE_ADDR=f"10.9.0.{n}")
+    api = APIClient()
+    for n in range(320):
+        api.post(
+            "/api/auth/token/",
+            {"username": f"nobody{n}", "password": "x"},
+            format="json",
+            REMOTE_ADDR=f"10.10.{n // 200}.{n % 200}",
+        )
+
+    assert _login(Client(), password="demo", REMOTE_ADDR="10.11.0.1").status_code == 429

@@ -113,3 +113,38 @@ def test_another_process_sees_the_count(processes, settings, alice):  # noqa: F8
     assert response.status_code == 429, response.text
     assert int(response.headers["Retry-After"]) > 0
     assert set(response.json()) == {"detail", "errors"}
+
+
+def test_a_username_sent_as_a_json_number_is_throttled_like_its_text(api, settings, db):
+    # The serializer's CharField accepts 1234 as "1234" and authenticate() looks it up; the
+    # username throttle must count it too, or numeric usernames have no per-username limit.
+    from tests.support.people import person
+
+    person("1234")
+    throttle_rates(settings, token_username="2/minute")
+
+    answers = [
+        _attempt(api, username=1234, REMOTE_ADDR=f"10.8.0.{n}").status_code for n in range(3)
+    ]
+
+    assert answers == [400, 400, 429]
+
+
+def test_behind_a_trusted_proxy_the_audit_records_the_address_the_limits_count(
+    api, settings, alice
+):
+    # TRUSTED_PROXY_COUNT makes the throttles and the lock-out read X-Forwarded-For; the
+    # audit event of the same request wrote REMOTE_ADDR, the proxy's address, for everyone.
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    from audit.models import AuditEvent
+
+    response = api.post(
+        "/api/auth/token/",
+        {"username": "alice", "password": "demo"},
+        format="json",
+        REMOTE_ADDR="10.0.0.1",  # the proxy
+        HTTP_X_FORWARDED_FOR="198.51.100.23",
+    )
+
+    assert response.status_code == 200
+    assert AuditEvent.objects.get(action="token.created").ip == "198.51.100.23"

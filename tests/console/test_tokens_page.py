@@ -8,6 +8,7 @@ import re
 from django.test import Client
 from django.urls import reverse
 
+from audit.models import AuditEvent
 from console.models import ApiToken
 from console.tokens import token_create
 from tests.support.people import client_for
@@ -100,3 +101,30 @@ def test_the_admin_lists_tokens_with_owner_name_and_expiry_and_may_delete(admin,
     assert "Expiry" in listing and "Last used at" in listing
     assert deleted.status_code == 302
     assert not ApiToken.objects.exists()
+
+
+def test_an_administrator_deleting_a_token_in_the_admin_writes_a_revocation_event(admin, alice):
+    # Revoking is an audit event (docs/security.md; invariant 3): the admin's delete, one
+    # token or the bulk action, must write it too, naming who revoked whose token.
+    token, _ = token_create(user=alice, name="laptop CLI")
+    browser = client_for(admin)
+
+    browser.post(f"/admin/console/apitoken/{token.pk}/delete/", {"post": "yes"})
+
+    event = AuditEvent.objects.filter(action="token.revoked").get()
+    assert event.actor_username == "admin"
+    assert token.token_key in str(event.data)
+
+
+def test_the_admins_bulk_delete_of_tokens_writes_a_revocation_event(admin, alice, bob):
+    tokens = [token_create(user=user, name="x")[0] for user in (alice, bob)]
+    browser = client_for(admin)
+
+    browser.post(
+        "/admin/console/apitoken/",
+        {"action": "delete_selected", "_selected_action": [t.pk for t in tokens], "post": "yes"},
+    )
+
+    assert not ApiToken.objects.exists()
+    revoked = AuditEvent.objects.filter(action="token.revoked")
+    assert {key for e in revoked for key in e.data["token_keys"]} == {t.token_key for t in tokens}
