@@ -22,9 +22,10 @@ from approvals import policy
 from approvals import services as approval_services
 from approvals.models import AgentRun
 from approvals.permissions import user_in_group, user_may_approve_tier
-from audit.canonical import json_has_nul, json_problem, payload_hash
+from audit.canonical import json_has_nul, payload_hash
 from audit.services import event_record
 from core.errors import ApplicationError
+from core.json_limits import json_problem
 
 # A first request that died before it created its run frees its key after this long.
 IN_FLIGHT_GRACE = dt.timedelta(seconds=60)
@@ -72,9 +73,13 @@ def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> Agen
         raise RunInputInvalid(
             "The input contains a NUL character.", errors={"input": "must not contain \\u0000"}
         )
-    inexact = json_problem(input, "input")  # the audit hashes RFC 8785 text (invariant 15)
+    inexact = json_problem(
+        input, prefix="input", exact=True
+    )  # the audit hashes RFC 8785 text (invariant 15)
     if inexact:
-        raise RunInputInvalid("The input cannot be recorded exactly.", errors=dict([inexact]))
+        raise RunInputInvalid(
+            "The input cannot be recorded exactly.", errors={inexact.path: inexact.message}
+        )
     try:
         clean = spec.validate_input(input)
     except ValidationError as exc:

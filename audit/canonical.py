@@ -13,16 +13,15 @@ import datetime as dt
 import decimal
 import hashlib
 import json
-import math
 import uuid
 from typing import Any
 
 import rfc8785
 
 from core.errors import ApplicationError
+from core.json_limits import SAFE_INTEGER, json_problem
 
 # RFC 8785 numbers are IEEE-754 doubles: integers beyond this lose digits, so JCS refuses them.
-SAFE_INTEGER = 2**53 - 1
 
 
 class CanonicalError(ApplicationError):
@@ -59,51 +58,6 @@ def json_value(value: Any) -> Any:
         ) from None
 
 
-def json_problem(value: Any, path: str = "") -> tuple[str, str] | None:
-    """(path, reason) of the first value RFC 8785 cannot represent, or None. Paths read
-    ``input.items.0.amount`` under ``path="input"``."""
-    try:
-        return _problem(value, path)
-    except RecursionError:
-        return path, "nested too deeply"
-
-
-def _problem(value: Any, path: str) -> tuple[str, str] | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (path, "NaN and infinities are not JSON numbers")
-    if isinstance(value, int):
-        if abs(value) > SAFE_INTEGER:
-            return path, f"integers must be within +-{SAFE_INTEGER} (IEEE-754 doubles)"
-        return None
-    if isinstance(value, str):
-        return None if _encodable(value) else (path, "holds a lone UTF-16 surrogate")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and not _encodable(key):
-                return path, "a key holds a lone UTF-16 surrogate"
-            found = _problem(item, where)
-            if found:
-                return found
-        return None
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            found = _problem(item, f"{path}.{index}" if path else str(index))
-            if found:
-                return found
-    return None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def canonical_text(value: Any) -> str:
     """The RFC 8785 (JCS) text of a JSON value; CanonicalError when it has none.
 
@@ -115,7 +69,8 @@ def canonical_text(value: Any) -> str:
     try:
         return rfc8785.dumps(plain).decode("utf-8")
     except (rfc8785.CanonicalizationError, RecursionError):
-        path, reason = json_problem(plain) or ("", "not representable in RFC 8785")
+        problem = json_problem(plain, exact=True)
+        path, reason = (problem.path, problem.message) if problem else ("", "not RFC 8785")
         raise CanonicalError(
             f"{path or 'value'}: {reason}.", errors={path or "data": reason}
         ) from None

@@ -10,16 +10,27 @@ hashing, storing or rendering them fails: they are refused here too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 MAX_JSON_DEPTH = 64
+# The largest integer every JSON reader holds exactly (IEEE-754 doubles, RFC 8785's numbers).
+SAFE_INTEGER = 2**53 - 1
 
 
 @dataclass(frozen=True)
 class JSONProblem:
     path: str  # dotted path of the offending value ("" for the whole body)
     message: str
+
+
+def _inexact(node: Any) -> str:
+    if isinstance(node, float) and not math.isfinite(node):
+        return "NaN and infinities are not JSON numbers"
+    if isinstance(node, int) and not isinstance(node, bool) and abs(node) > SAFE_INTEGER:
+        return f"integers must be within +-{SAFE_INTEGER} (IEEE-754 doubles)"
+    return ""
 
 
 def _has_surrogate(text: str) -> bool:
@@ -31,9 +42,12 @@ def _has_surrogate(text: str) -> bool:
 
 
 def json_problem(
-    value: Any, *, prefix: str = "", max_depth: int = MAX_JSON_DEPTH
+    value: Any, *, prefix: str = "", max_depth: int = MAX_JSON_DEPTH, exact: bool = False
 ) -> JSONProblem | None:
-    """The first reason ``value`` may not enter the system, or None (iterative, never recurses)."""
+    """The first reason ``value`` may not enter the system, or None (iterative, never recurses).
+
+    ``exact`` also refuses what the audit's RFC 8785 text cannot hold exactly (invariant 15):
+    NaN, infinities, integers beyond +-(2**53 - 1)."""
     stack: list[tuple[Any, str, int]] = [(value, prefix, 1)]
     while stack:
         node, path, depth = stack.pop()
@@ -41,6 +55,8 @@ def json_problem(
             if _has_surrogate(node):
                 return JSONProblem(path, "must not contain lone UTF-16 surrogates")
             continue
+        if exact and _inexact(node):
+            return JSONProblem(path, _inexact(node))
         if not isinstance(node, (dict, list)):
             continue
         if depth > max_depth:

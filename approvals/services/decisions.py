@@ -24,8 +24,9 @@ from approvals.services.errors import (
 )
 from approvals.services.rounds import round_start, tier_raise
 from approvals.services.runs import run_advance_enqueue
-from audit.canonical import canonical_hash, json_has_nul, json_problem
+from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
+from core.json_limits import json_problem
 
 
 def approval_edit_preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
@@ -235,9 +236,13 @@ def _decision_args(
 
 def _args_check(*, approval: ApprovalRequest, args: dict[str, Any]) -> None:
     """Edited args must match the args schema the gate put into the payload."""
-    inexact = json_problem(args, "args")  # the audit hashes RFC 8785 text (invariant 15)
+    inexact = json_problem(
+        args, prefix="args", exact=True
+    )  # the audit hashes RFC 8785 text (invariant 15)
     if inexact:
-        raise ArgsInvalid("The edited args cannot be recorded exactly.", errors=dict([inexact]))
+        raise ArgsInvalid(
+            "The edited args cannot be recorded exactly.", errors={inexact.path: inexact.message}
+        )
     payload = approval.payload if isinstance(approval.payload, dict) else {}
     errors = args_errors(schema=payload.get("args_schema"), args=args)
     if errors:
