@@ -8,7 +8,7 @@ from playwright.sync_api import Page, Response, expect
 from approvals.models import RiskTier, WebhookEndpoint
 from approvals.services import policy_seed_demo
 from tests.e2e.test_console_e2e import REFUND_APPROVED, waiting_approval
-from tests.support.browser import VIEWPORT
+from tests.support.browser import SCREENSHOTS, VIEWPORT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -74,8 +74,15 @@ def test_every_main_page_loads_under_the_csp_without_a_violation(
         "/admin/approvals/notification/",
         f"/admin/approvals/risktier/{tier.pk}/change/",
         f"/admin/approvals/webhookendpoint/{endpoint.pk}/change/",
+        "/admin/console/apitoken/",
+        "/account/tokens/",
     ):
         visit(page, path)
+    # A token made on the account page: its secret is shown once.
+    page.fill("#id_name", "laptop")
+    page.click("button:has-text('Create token')")
+    expect(page.locator("body")).to_contain_text("laptop")
+    page.screenshot(path=str(SCREENSHOTS / "account-tokens.png"), full_page=True)
     visit(page, "/api/docs/")
     # Swagger UI rendered the schema: its setup script ran.
     expect(page.locator(".swagger-ui .information-container")).to_contain_text(
