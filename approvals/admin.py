@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db import models
+from django.db import models, transaction
 
 from approvals.admin_forms import RiskTierAdminForm, ToolPolicyAdminForm, ToolPolicyRuleFormSet
 from approvals.models import (
@@ -15,7 +15,11 @@ from approvals.models import (
     ToolPolicyRule,
     WebhookEndpoint,
 )
-from approvals.notifications import notification_retry, webhook_endpoint_secret_rotate
+from approvals.notifications import (
+    notification_retry,
+    webhook_endpoint_change_record,
+    webhook_endpoint_secret_rotate,
+)
 from approvals.services import policy_change_record, policy_object_delete
 
 
@@ -210,10 +214,31 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             return fields
         return [name for name in fields if name != "secret"]
 
+    # Every change is audited (webhook_endpoint.changed), in the admin's transaction.
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        webhook_endpoint_change_record(
+            endpoint=obj,
+            change="changed" if change else "created",
+            actor=request.user,
+            request=request,
+        )
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            webhook_endpoint_change_record(
+                endpoint=obj, change="deleted", actor=request.user, request=request
+            )
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for endpoint in queryset:
+            self.delete_model(request, endpoint)
+
     @admin.action(description="Rotate the signing secret", permissions=["change"])
     def rotate_secret(self, request, queryset):
         for endpoint in queryset:
-            webhook_endpoint_secret_rotate(endpoint=endpoint)
+            webhook_endpoint_secret_rotate(endpoint=endpoint, actor=request.user, request=request)
         self.message_user(request, "New secrets generated: give them to the receivers.")
 
 

@@ -14,6 +14,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -31,6 +32,7 @@ from approvals.models import (
     WebhookEndpoint,
     webhook_secret_new,
 )
+from audit.services import event_record
 
 log = logging.getLogger(__name__)
 
@@ -261,11 +263,33 @@ def webhook_headers(row: Notification, *, body: bytes, now: dt.datetime) -> dict
     }
 
 
-def webhook_endpoint_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
+def webhook_endpoint_secret_rotate(
+    *, endpoint: WebhookEndpoint, actor: Any, request: Any = None
+) -> str:
     """A new signing secret; pending retries are signed with it from their next attempt."""
-    endpoint.secret = webhook_secret_new()
-    endpoint.save(update_fields=["secret"])
+    with transaction.atomic():
+        endpoint.secret = webhook_secret_new()
+        endpoint.save(update_fields=["secret"])
+        webhook_endpoint_change_record(
+            endpoint=endpoint, change="secret rotated", actor=actor, request=request
+        )
     return endpoint.secret
+
+
+def webhook_endpoint_change_record(
+    *, endpoint: WebhookEndpoint, change: str, actor: Any, request: Any = None
+) -> None:
+    """Audit "webhook_endpoint.changed" (created, changed, secret rotated, deleted): where
+    decisions are sent, never the secret that signs them. Call it in the change's transaction."""
+    event_record(
+        action="webhook_endpoint.changed",
+        actor=actor,
+        data={
+            "change": change,
+            "state": {"name": endpoint.name, "url": endpoint.url, "is_active": endpoint.is_active},
+        },
+        request=request,
+    )
 
 
 def notifications_due(*, now: dt.datetime, limit: int) -> list[int]:

@@ -417,3 +417,38 @@ def test_a_redirecting_receiver_gets_no_signed_request_without_its_body_and_the_
 
     assert [(method, path) for method, path, _ in seen] == [("POST", "/hook")]
     assert outcome != "sent"
+
+
+def test_every_change_to_a_webhook_endpoint_in_the_admin_is_audited_without_its_secret(
+    admin_client,
+):
+    """Invariant 3: an endpoint decides where decisions are sent and who can sign as the console;
+    creating, changing, rotating and deleting one are audit events, which never hold the secret."""
+    from audit.models import AuditEvent
+
+    created = admin_client.post(
+        "/admin/approvals/webhookendpoint/add/",
+        {"name": "chat", "url": "https://hooks.example.com/a", "is_active": "on"},
+    )
+    assert created.status_code == 302
+    endpoint = WebhookEndpoint.objects.get(name="chat")
+    admin_client.post(
+        f"/admin/approvals/webhookendpoint/{endpoint.pk}/change/",
+        {"name": "chat", "url": "https://hooks.example.com/b", "is_active": "on"},
+    )
+    admin_client.post(
+        "/admin/approvals/webhookendpoint/",
+        {"action": "rotate_secret", "_selected_action": [endpoint.pk]},
+    )
+    endpoint.refresh_from_db()
+    secret = endpoint.secret
+    admin_client.post(f"/admin/approvals/webhookendpoint/{endpoint.pk}/delete/", {"post": "yes"})
+
+    events = list(AuditEvent.objects.filter(action="webhook_endpoint.changed").order_by("seq"))
+    assert [e.data["change"] for e in events] == ["created", "changed", "secret rotated", "deleted"]
+    assert [e.data["state"]["url"] for e in events[:2]] == [
+        "https://hooks.example.com/a",
+        "https://hooks.example.com/b",
+    ]
+    assert all(e.actor_username == "admin" for e in events)
+    assert not any(secret in e.canonical or "whsec_" in e.canonical for e in events)
