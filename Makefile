@@ -55,5 +55,10 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# Every benchmark script in bench/ (datagen.py and report.py are their shared helpers). Each
+# prints its figures beside an anchor measured in the same run; BENCH_ONLY=name runs one.
 bench: venv
-	@set -e; for script in bench/*.py; do echo "== $$script"; $(PY) $$script; done
+	@set -e; for script in bench/*.py; do \
+	  case $$script in bench/__init__.py|bench/datagen.py|bench/report.py) continue;; esac; \
+	  case "$$BENCH_ONLY" in ""|*$$(basename $$script .py)*) ;; *) continue;; esac; \
+	  echo "== $$script"; $(PY) $$script; done
