@@ -77,6 +77,20 @@ class Effect(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         permissions = [("time_travel", "Can view past run states and fork from them")]
+        indexes = [
+            # The sweep's reconcile pass (agents/effects/reconcile.py): only unsettled effects,
+            # oldest first; and the escalated effects whose tier is still blank.
+            models.Index(
+                fields=["updated_at", "id"],
+                name="effect_unsettled_due",
+                condition=models.Q(status__in=["claimed", "in_doubt"]),
+            ),
+            models.Index(
+                fields=["id"],
+                name="effect_tier_blank",
+                condition=models.Q(escalated_at__isnull=False, tier=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} [{self.key}] {self.status}"

@@ -74,6 +74,26 @@ class AgentRun(models.Model):
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created"),
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
+            # Recovery (agents/runtime/recovery.py): each query reads only the runs it may take.
+            models.Index(
+                fields=["updated_at"],
+                name="run_lease_due",
+                condition=models.Q(
+                    status__in=["running", "queued"], flag="", lease_expires_at__isnull=False
+                ),
+            ),
+            models.Index(
+                fields=["updated_at"],
+                name="run_orphan_due",
+                condition=models.Q(
+                    status__in=["running", "queued"], flag="", lease_expires_at__isnull=True
+                ),
+            ),
+            models.Index(
+                fields=["updated_at"],
+                name="run_wake_due",
+                condition=models.Q(wake_requested=True, lease_expires_at__isnull=True),
+            ),
             # Metrics: runs started in a window, counted by status (index-only scan).
             models.Index(fields=["created_at", "status"], name="run_created_status"),
         ]

@@ -334,6 +334,13 @@ if RUN_HEARTBEAT_SECONDS >= RUN_LEASE_SECONDS * 0.75:
         f"RUN_HEARTBEAT_SECONDS ({RUN_HEARTBEAT_SECONDS}) must be below three quarters of "
         f"RUN_LEASE_SECONDS ({RUN_LEASE_SECONDS})"
     )
+# Approvals the every-minute sweep reminds, escalates or expires per step and pass (oldest due
+# first), and notification retries it queues; the rest wait for the next pass.
+SWEEP_BATCH = env_int("SWEEP_BATCH", 200, minimum=1)
+# Runs the every-minute recovery re-enqueues per pass (least recently touched first); the rest
+# wait for the next pass. Bounds a pass well below the task timeout (docs/benchmarks.md, "Sweep
+# and recovery").
+RECOVERY_BATCH = env_int("RECOVERY_BATCH", 2000, minimum=1)
 # Failed advances in a row (no step done in between), including advances that died mid-step (a
 # killed or timed-out worker), before a run is dead and escalated to a person.
 RUN_MAX_FAILURES = env_int("RUN_MAX_FAILURES", 5, minimum=1)

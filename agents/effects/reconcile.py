@@ -99,9 +99,16 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
     counts = {"succeeded": 0, "not_done": 0, "escalated": 0}
     # In doubt, or claimed by a worker that died in a run that will never advance again.
     ended = (AgentRun.Status.DEAD, AgentRun.Status.FAILED, AgentRun.Status.COMPLETED)
-    due = Effect.objects.filter(
-        Q(status=Effect.Status.IN_DOUBT) | Q(status=Effect.Status.CLAIMED, run__status__in=ended)
-    ).order_by("updated_at", "id")
+    # status__in repeats what the Q implies so the planner starts from the partial index
+    # effect_unsettled_due (agents 0008) instead of reading every settled effect.
+    due = (
+        Effect.objects.filter(status__in=UNSETTLED)
+        .filter(
+            Q(status=Effect.Status.IN_DOUBT)
+            | Q(status=Effect.Status.CLAIMED, run__status__in=ended)
+        )
+        .order_by("updated_at", "id")
+    )
     for effect in list(due[:limit]):
         outcome = effect_reconcile(effect)
         if outcome == "unknown":
@@ -116,7 +123,11 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
 def _tiers_fill(*, limit: int) -> None:
     """Effects escalated before ``Effect.tier`` existed (agents 0007 left it blank): their tier,
     so those who may settle them see their run (approvals.permissions.run_visible_filter)."""
-    blank = Effect.objects.filter(escalated_at__isnull=False, tier="").select_related("approval")
+    blank = (
+        Effect.objects.filter(escalated_at__isnull=False, tier="")  # index effect_tier_blank
+        .select_related("approval")
+        .order_by("id")
+    )
     for effect in list(blank[:limit]):
         Effect.objects.filter(pk=effect.pk, tier="").update(tier=effect_tier(effect))
 

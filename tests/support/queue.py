@@ -32,8 +32,9 @@ import pytest
 from agents import services as agent_services
 from approvals import notifications
 from approvals.services import runs as approval_runs
+from approvals.services import wake as approval_wake
 
-RUNNER_MODULES: tuple[ModuleType, ...] = (approval_runs, agent_services)
+RUNNER_MODULES: tuple[ModuleType, ...] = (approval_runs, approval_wake, agent_services)
 """Where run starts, decisions and cancels enqueue the run's advance."""
 
 NOTIFICATION_MODULES: tuple[ModuleType, ...] = (notifications,)
