@@ -324,6 +324,9 @@ if not isinstance(CONSOLE_AGENTS, dict):
 CHECKPOINT_SQLITE_PATH = env_str("CHECKPOINT_SQLITE_PATH", "")
 # Postgres only: connections in each process's checkpointer pool.
 CHECKPOINT_POOL_SIZE = env_int("CHECKPOINT_POOL_SIZE", 4, minimum=1)
+# Postgres only: "fast" (agents/runtime/fast_saver.py: reads in one query, no lock around the
+# pool) or "postgres" (LangGraph's PostgresSaver as it is); both fenced by the lease.
+CHECKPOINTER = env_choice("CHECKPOINTER", "fast", ("fast", "postgres"))
 SANDBOX_EFFECT_DELAY_S = env_float("SANDBOX_EFFECT_DELAY_S", 0.0, minimum=0.0)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 30, minimum=2)
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 10.0, minimum=0.1)

@@ -1,6 +1,7 @@
 """The checkpointer: one PostgresSaver pool or one SqliteSaver connection per process, both
 fenced by the run lease (``runtime.fenced_saver``), the compiled graphs bound to it, and thread
-configs.
+configs. On Postgres, ``CHECKPOINTER`` picks FastPostgresSaver (``runtime.fast_saver``, the
+default) or FencedPostgresSaver (LangGraph's PostgresSaver as it is, plus the fence).
 
 Created lazily, because the qcluster forks its workers after start-up and a pool or a sqlite
 connection must not cross a fork. It follows Django's database choice (DESIGN.md: Databases).
@@ -127,8 +128,10 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
+        from agents.runtime.fast_saver import FastPostgresSaver
         from agents.runtime.fenced_saver import FencedPostgresSaver
 
+        saver_class = FastPostgresSaver if settings.CHECKPOINTER == "fast" else FencedPostgresSaver
         pool = ConnectionPool(
             _postgres_conninfo(db),
             min_size=1,
@@ -141,7 +144,7 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
         except BaseException:
             pool.close()
             raise
-        return FencedPostgresSaver(pool), pool.close
+        return saver_class(pool), pool.close
     from agents.runtime.fenced_saver import FencedSqliteSaver
 
     # The embedded default: one local file, whose DDL (CREATE ... IF NOT EXISTS) SQLite
@@ -159,7 +162,7 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
 def checkpointer_get() -> Any:
     """This process's checkpointer for the current default database."""
     db = _db_settings()
-    key = f"{db['ENGINE']}|{db.get('HOST')}|{db.get('PORT')}|{db['NAME']}"
+    key = f"{db['ENGINE']}|{db.get('HOST')}|{db.get('PORT')}|{db['NAME']}|{settings.CHECKPOINTER}"
     pid = os.getpid()
     with _lock:
         if _cache["saver"] is not None and _cache["pid"] == pid and _cache["key"] == key:

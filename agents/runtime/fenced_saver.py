@@ -9,11 +9,12 @@ keep a worker that lost its lease from moving the thread:
   the lease is certainly still held: not lost, and not past the expiry it last wrote, less a
   margin for clock skew. A worker that cannot be sure writes nothing and stops (``LeaseLost``).
 - **Reader.** The head of a thread (in each checkpoint namespace) is the newest checkpoint of
-  the highest epoch, and the thread's history is the head's lineage. A checkpoint that a stale
-  worker still wrote (paused between the check and the write) is ignored once the new owner
-  has written one of its own. Before that it is a successor of a state on the lineage whose
-  effects each passed the ledger's lease fence, so continuing from it is the same as the old
-  worker having written it a moment sooner.
+  the highest epoch, and the thread's history is the head's lineage (plus any branch of the
+  head's own epoch, which no stale worker can write: each lease takes a larger epoch). A
+  checkpoint that a stale worker still wrote (paused between the check and the write) is
+  ignored once the new owner has written one of its own. Before that it is a successor of a
+  state on the lineage whose effects each passed the ledger's lease fence, so continuing from
+  it is the same as the old worker having written it a moment sooner.
 
 Writes without an epoch (a fork's first checkpoint, written outside any advance) count as 0.
 """
@@ -71,11 +72,11 @@ class _LeaseFence:
             yield from super().list(config, filter=filter, before=before, limit=limit)  # type: ignore[misc]
             return
         ns = conf.get("checkpoint_ns", "")
-        lineage = head_lineage(self._thread_rows(str(conf["thread_id"]), ns))
+        hidden = stale_ids(self._thread_rows(str(conf["thread_id"]), ns))
         shown = 0
         for tup in super().list(config, filter=filter, before=before, limit=None):  # type: ignore[misc]
             tconf = tup.config["configurable"]
-            if tconf.get("checkpoint_ns", "") == ns and tconf["checkpoint_id"] not in lineage:
+            if tconf.get("checkpoint_ns", "") == ns and tconf["checkpoint_id"] in hidden:
                 continue  # a stale worker's branch
             yield tup
             shown += 1
@@ -94,6 +95,18 @@ def head_lineage(rows: list[tuple[int, str, str | None]]) -> set[str]:
         lineage.add(at)
         at = parents.get(at)
     return lineage
+
+
+def stale_ids(rows: list[tuple[int, str, str | None]]) -> set[str]:
+    """Checkpoints off the head's lineage written under an older epoch than the head's: what
+    workers that had lost the lease wrote. A branch of the head's own epoch was written by
+    the lease holder itself or, at epoch 0, outside any advance (``update_state``, a fork's
+    first checkpoint): it is listed, as PostgresSaver lists it."""
+    if not rows:
+        return set()
+    lineage = head_lineage(rows)
+    top = max(epoch for epoch, _, _ in rows)
+    return {cid for epoch, cid, _ in rows if cid not in lineage and epoch < top}
 
 
 def _assert_held(config: Any) -> None:
