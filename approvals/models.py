@@ -379,3 +379,7 @@ class ToolPolicyRule(models.Model):
             # so such a rule would never match.
             if number is None or not number.is_finite():
                 raise ValidationError({"value": "must be a number for <, <=, > and >="})
+
+
+# The metrics rollups live in their own module (for size); imported here so Django finds them.
+from approvals.rollup_models import MetricsBucket, MetricsCount  # noqa: E402, F401

@@ -239,6 +239,12 @@ class MetricsApi(APIView):
         time_to_decision = MetricsBucketSerializer(many=True)
         queue_age = MetricsBucketSerializer(many=True)
         runs_by_status = serializers.DictField(child=serializers.IntegerField())
+        exact = serializers.BooleanField(
+            help_text="true: from the window's rows; false: from the rollups (whole UTC days)"
+        )
+        percentile_relative_error = serializers.FloatField(
+            help_text="bound on the percentiles' relative error (0.01 from the rollups)"
+        )
 
     @extend_schema(
         operation_id="metrics",

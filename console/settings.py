@@ -377,6 +377,10 @@ if METRICS_FATIGUE_APPROVAL_RATE > 1:
         f"METRICS_FATIGUE_APPROVAL_RATE must be a share between 0 and 1, got {METRICS_FATIGUE_APPROVAL_RATE}"
     )
 METRICS_FATIGUE_MEDIAN_SECONDS = env_float("METRICS_FATIGUE_MEDIAN_SECONDS", 10.0, minimum=0.0)
+# A window holding at most this many requests is computed exactly from its rows (rolling
+# window, exact percentiles); a larger one from the rollups (whole UTC days, percentiles
+# within 1%). 0: always the rollups.
+METRICS_EXACT_MAX_REQUESTS = env_int("METRICS_EXACT_MAX_REQUESTS", 5000, minimum=0)
 
 # --- Email and logging --------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

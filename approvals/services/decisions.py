@@ -14,6 +14,7 @@ from approvals.diff import args_diff
 from approvals.models import ApprovalRequest, ApprovalVote, Notification, RiskTier
 from approvals.notifications import notifications_create
 from approvals.permissions import user_in_group, user_may_approve_tier, user_may_decide
+from approvals.rollups import approval_rollup_add
 from approvals.schema import args_errors
 from approvals.services.errors import (
     ArgsInvalid,
@@ -193,6 +194,7 @@ def approval_close(
             "escalate_at",
         ]
     )
+    approval_rollup_add(approval=approval)  # the metrics count it in the same transaction
 
 
 # --- checks --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from django_q.tasks import async_task
 
 from approvals import contract
 from approvals.models import AgentRun, ApprovalRequest
+from approvals.rollups import approvals_rollup_add
 from audit.services import event_record
 
 
@@ -260,6 +261,9 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
                 decided_by_label=contract.CANCEL_ACTOR,
                 decision=value,
             )
+        if pending:  # the metrics count them as expired, in this transaction
+            closed = locked.approvals.filter(pk__in=[approval.pk for approval in pending])
+            approvals_rollup_add(approvals=closed, agent=locked.agent)
         event_record(
             action="run.cancelled",
             actor=user,

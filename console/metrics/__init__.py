@@ -1,12 +1,15 @@
 """Manager metrics: approval outcomes, time to decision, queue and runs (selectors).
 
-Everything is computed by the database (aggregates over indexed ranges); no approval row is
-ever loaded into Python. Modules, each importing only those listed before it:
+Everything is computed by the database (aggregates over indexed ranges, or over the rollups
+when the window holds more than METRICS_EXACT_MAX_REQUESTS requests); no approval row is ever
+loaded into Python. Modules, each importing only those listed before it:
 
 - ``definitions``: constants, result types, who may view metrics, fatigue thresholds, and the
   definitions of requests, outcomes, percentiles, reviewers and fatigue.
 - ``portable``: the queries that run on SQLite and Postgres alike.
 - ``postgres``: Postgres-only SQL (session tuning, one GROUPING SETS pass).
+- ``rollup``: the same rows from the rollups (approvals/rollups.py) for large windows: whole
+  UTC days, percentiles within 1%, a few small queries whatever the window.
 - ``report``: ``metrics_report()``, what assembles it, and its dict form for the API.
 - ``csv_export``: the table as CSV rows.
 

@@ -170,3 +170,6 @@ class MetricsReport:
     time_to_decision: list[Bucket]
     queue_age: list[Bucket]
     runs_by_status: dict[str, int]
+    # True: computed from the window's rows (rolling window, exact percentiles); False: from
+    # the rollups (whole UTC days, percentiles within 1%; see console/metrics/rollup.py).
+    exact: bool = True

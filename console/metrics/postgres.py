@@ -22,7 +22,7 @@ def on_postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
-# Measured in bench/metrics_1m.py: sorting a month of a million approvals needs more than
+# Measured in bench/metrics.py: sorting a month of a million approvals needs more than
 # Postgres' default 4 MB to stay in memory, and JIT compilation costs more than it saves here.
 POSTGRES_SETTINGS = {"work_mem": "64MB", "jit": "off"}
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.rollups import ALPHA
 from console.metrics.definitions import (
     GROUP_DEFAULT,
     GROUPS,
@@ -31,8 +33,16 @@ from console.metrics.portable import (
     metrics_time_to_decision,
     queue_fill,
     rows_by_queries,
+    window,
 )
 from console.metrics.postgres import on_postgres, postgres_tune, rows_by_grouping_sets
+from console.metrics.rollup import (
+    day_range,
+    day_start,
+    decisions_per_day_from_rollups,
+    rows_from_rollups,
+    time_to_decision_from_rollups,
+)
 
 
 def _rows_by_group(
@@ -109,10 +119,23 @@ def metrics_fatigue(
     return flags
 
 
+SOURCES: tuple[str, ...] = ("auto", "rows", "rollups")
+
+
 def metrics_report(
-    *, window_days: int = WINDOW_DEFAULT, group: str = GROUP_DEFAULT, now: dt.datetime | None = None
+    *,
+    window_days: int = WINDOW_DEFAULT,
+    group: str = GROUP_DEFAULT,
+    now: dt.datetime | None = None,
+    source: str = "auto",
 ) -> MetricsReport:
-    """Everything the metrics page, the API and the CSV export show."""
+    """Everything the metrics page, the API and the CSV export show.
+
+    ``source``: "rows" (exact, rolling window), "rollups" (whole UTC days, percentiles within
+    1%) or "auto": the rows when the window holds at most METRICS_EXACT_MAX_REQUESTS requests.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; expected one of {', '.join(SOURCES)}")
     if group not in GROUPS:
         raise ValueError(f"unknown group {group!r}; expected one of {', '.join(GROUPS)}")
     if not WINDOW_MIN <= window_days <= WINDOW_MAX:
@@ -120,18 +143,34 @@ def metrics_report(
     now = now or timezone.now()
     if not on_postgres():
         # No transaction: SQLite's IMMEDIATE transactions would take the write lock.
-        return _report(window_days=window_days, group=group, now=now)
+        return _report(window_days=window_days, group=group, now=now, source=source)
     with transaction.atomic():  # SET LOCAL applies to every query of the report
         postgres_tune()
-        return _report(window_days=window_days, group=group, now=now)
+        return _report(window_days=window_days, group=group, now=now, source=source)
 
 
-def _report(*, window_days: int, group: str, now: dt.datetime) -> MetricsReport:
+def window_is_small(*, since: dt.datetime, now: dt.datetime) -> bool:
+    """Whether the rolling window holds at most METRICS_EXACT_MAX_REQUESTS requests (a count
+    that stops at the limit: cheap however big the table)."""
+    limit = settings.METRICS_EXACT_MAX_REQUESTS
+    return limit > 0 and window(since=since, now=now)[: limit + 1].count() <= limit
+
+
+def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> MetricsReport:
     since = now - dt.timedelta(days=window_days)
     # One pass computes the chosen grouping, the two the fatigue signal needs, and the total.
-    computed = _rows_by_group(
-        groups=tuple(dict.fromkeys((group, "reviewer", "tool", None))), since=since, now=now
-    )
+    groups = tuple(dict.fromkeys((group, "reviewer", "tool", None)))
+    exact = source == "rows" or (source == "auto" and window_is_small(since=since, now=now))
+    if exact:  # few rows: exact figures from them, over the rolling window
+        computed = _rows_by_group(groups=groups, since=since, now=now)
+        per_day = metrics_decisions_per_day(since=since, now=now)
+        time_to_decision = metrics_time_to_decision(since=since, now=now)
+    else:  # the rollups: whole UTC days, percentiles within ALPHA
+        first, last = day_range(window_days=window_days, now=now)
+        since = day_start(first)
+        computed = rows_from_rollups(groups=groups, first=first, last=last)
+        per_day = decisions_per_day_from_rollups(since=since, now=now)
+        time_to_decision = time_to_decision_from_rollups(first=first, last=last)
     [total] = queue_fill(computed[None], group=None, now=now)
     rate, median = fatigue_thresholds()
     return MetricsReport(
@@ -144,10 +183,11 @@ def _report(*, window_days: int, group: str, now: dt.datetime) -> MetricsReport:
         total=total,
         fatigue=metrics_fatigue(since=since, now=now, computed=computed),
         rows=_table(computed[group], group=group, now=now),
-        decisions_per_day=metrics_decisions_per_day(since=since, now=now),
-        time_to_decision=metrics_time_to_decision(since=since, now=now),
+        decisions_per_day=per_day,
+        time_to_decision=time_to_decision,
         queue_age=metrics_queue_age(now=now),
         runs_by_status=metrics_runs_by_status(since=since, now=now),
+        exact=exact,
     )
 
 
@@ -199,4 +239,6 @@ def report_as_dict(report: MetricsReport) -> dict[str, Any]:
         "time_to_decision": [{"label": b.label, "count": b.count} for b in report.time_to_decision],
         "queue_age": [{"label": b.label, "count": b.count} for b in report.queue_age],
         "runs_by_status": dict(report.runs_by_status),
+        "exact": report.exact,
+        "percentile_relative_error": 0.0 if report.exact else ALPHA,
     }

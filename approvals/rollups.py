@@ -1,0 +1,432 @@
+"""Metrics rollups: kept in the transaction that closes an approval, rebuilt by a backfill.
+
+What is counted (the same definitions as console/metrics/definitions.py): each closed approval
+adds one to its cell per dimension (tier, tool, agent, reviewer) and outcome, in every level's
+block of its creation day (UTC), with its escalated/reminded flags; a decision by a person also
+adds one to its log bucket of time to decision and to the page's time-to-decision bar; and one
+to the decisions of its decision day (console time zone).
+
+Buckets: ``bucket_of(s) = ceil(ln(s) / ln(GAMMA))`` with ``GAMMA = (1 + ALPHA) / (1 - ALPHA)``,
+and a bucket reads back as ``2 * GAMMA**b / (GAMMA + 1)``, so every value read back is within a
+relative ``ALPHA`` (1%) of every value the bucket holds (DDSketch's construction). Durations
+under ``MIN_SECONDS`` share one bucket that reads back as 0.
+
+Writes are two statements, ``INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n``: atomic
+on Postgres and SQLite, so concurrent decisions never lose a count; rows go in one fixed order,
+so two transactions never wait on each other's rows in a cycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.models import AgentRun, ApprovalRequest
+from approvals.rollup_models import MetricsBucket, MetricsCount
+
+ALPHA = 0.01
+GAMMA = (1 + ALPHA) / (1 - ALPHA)
+_LOG_GAMMA = math.log(GAMMA)
+MIN_SECONDS = 0.001
+ZERO_BUCKET = -1_000_000
+LEVELS = 10  # blocks of 1, 2, 4 ... 512 days: a 365-day window is at most 2 * LEVELS blocks
+DIMENSIONS: tuple[str, ...] = ("tier", "tool", "agent", "reviewer")
+# Upper bounds (exclusive, seconds) of the page's time-to-decision bars
+# (console.metrics.definitions.TIME_BUCKETS; a test keeps the two equal).
+TTD_BAR_BOUNDS: tuple[float, ...] = (10, 30, 60, 300, 900, 3600, 14400, 86400)
+_EPOCH = dt.date(1970, 1, 1)
+
+Status = ApprovalRequest.Status
+_PERSON_OUTCOMES = {
+    Status.APPROVED: "approve",
+    Status.EDITED: "edit",
+    Status.REJECTED: "reject",
+    Status.RESPONDED: "respond",
+}
+
+
+def bucket_of(seconds: float) -> int:
+    """The log bucket of a duration in seconds."""
+    if seconds < MIN_SECONDS:
+        return ZERO_BUCKET
+    return math.ceil(math.log(seconds) / _LOG_GAMMA)
+
+
+def bucket_value(bucket: int) -> float:
+    """What a bucket reads back as: within ALPHA of any duration it holds."""
+    if bucket == ZERO_BUCKET:
+        return 0.0
+    return 2 * GAMMA**bucket / (GAMMA + 1)
+
+
+def day_number(day: dt.date) -> int:
+    return (day - _EPOCH).days
+
+
+def day_of(moment: dt.datetime) -> int:
+    """The UTC day (days since 1970-01-01) of a moment."""
+    return day_number(moment.astimezone(dt.UTC).date())
+
+
+def day_date(number: int) -> dt.date:
+    return _EPOCH + dt.timedelta(days=number)
+
+
+def blocks_cover(first: int, last: int) -> list[tuple[int, int]]:
+    """The fewest (level, block) pairs covering the days ``first..last`` exactly."""
+    blocks: list[tuple[int, int]] = []
+    day = first
+    while day <= last:
+        level = LEVELS - 1
+        while level and (day % (1 << level) or day + (1 << level) - 1 > last):
+            level -= 1
+        blocks.append((level, day >> level))
+        day += 1 << level
+    return blocks
+
+
+def outcome_of(*, status: str, person: bool) -> str | None:
+    """The report's outcome of an approval (None while pending)."""
+    if status == Status.PENDING:
+        return None
+    if not person:
+        return "expired"
+    return _PERSON_OUTCOMES.get(status, "expired")
+
+
+def _ttd_bar(seconds: float) -> int:
+    for index, bound in enumerate(TTD_BAR_BOUNDS):
+        if seconds < bound:
+            return index
+    return len(TTD_BAR_BOUNDS)
+
+
+def _cells(
+    *,
+    created_at: dt.datetime,
+    decided_at: dt.datetime | None,
+    status: str,
+    keys: dict[str, str],
+    person: bool,
+    escalated: bool,
+    reminded: bool,
+    counts: Counter,
+    buckets: Counter,
+    levels: range = range(LEVELS),
+) -> None:
+    """Add one closed approval's cells to ``counts`` ((cell) -> [n, escalated, reminded])
+    and ``buckets``; only level 0 when ``levels`` says so (the backfill adds the rest)."""
+    outcome = outcome_of(status=status, person=person)
+    if outcome is None:
+        return
+    day = day_of(created_at)
+    seconds = (decided_at - created_at).total_seconds() if decided_at else 0.0
+    for level in levels:
+        block = day >> level
+        for dimension in DIMENSIONS:
+            cell = (level, block, dimension, keys[dimension], outcome)
+            counts[cell + ("n",)] += 1
+            counts[cell + ("escalated",)] += int(escalated)
+            counts[cell + ("reminded",)] += int(reminded)
+            if person:
+                buckets[(level, block, dimension, keys[dimension], bucket_of(seconds))] += 1
+        if person:
+            counts[(level, block, "ttd", str(_ttd_bar(seconds)), "", "n")] += 1
+    if decided_at is not None and 0 in levels:
+        decided_day = day_number(timezone.localdate(decided_at))
+        counts[(0, decided_day, "day", "", outcome, "n")] += 1
+
+
+def _keys(approval: ApprovalRequest, *, agent: str) -> dict[str, str]:
+    decider = approval.decided_by
+    return {
+        "tier": approval.tier,
+        "tool": approval.tool,
+        "agent": agent,
+        "reviewer": decider.get_username() if decider is not None else approval.decided_by_label,
+    }
+
+
+def approvals_rollup_add(*, approvals: Iterable[ApprovalRequest], agent: str | None = None) -> None:
+    """Count closed approvals in the rollups (call it in the transaction that closes them).
+
+    ``agent`` is their run's agent when the caller knows it (saves reading the run).
+    """
+    counts: Counter = Counter()
+    buckets: Counter = Counter()
+    for approval in approvals:
+        _cells(
+            created_at=approval.created_at,
+            decided_at=approval.decided_at,
+            status=approval.status,
+            keys=_keys(approval, agent=agent if agent is not None else approval.run.agent),
+            person=approval.decided_by_id is not None,
+            escalated=approval.escalated_at is not None,
+            reminded=approval.reminded_at is not None,
+            counts=counts,
+            buckets=buckets,
+        )
+    _upsert(counts=counts, buckets=buckets)
+
+
+def approval_rollup_add(*, approval: ApprovalRequest, agent: str | None = None) -> None:
+    """Count one closed approval in the rollups (two statements)."""
+    approvals_rollup_add(approvals=[approval], agent=agent)
+
+
+def _count_rows(counts: Counter) -> list[tuple]:
+    merged: dict[tuple, list[int]] = {}
+    for (*cell, field), value in counts.items():
+        merged.setdefault(tuple(cell), [0, 0, 0])[("n", "escalated", "reminded").index(field)] += (
+            value
+        )
+    return [(*cell, *values) for cell, values in sorted(merged.items())]
+
+
+def _upsert(*, counts: Counter, buckets: Counter, chunk: int = 500) -> None:
+    """Add the cells, in sorted order (the same lock order in every transaction)."""
+    count_table = MetricsCount._meta.db_table
+    bucket_table = MetricsBucket._meta.db_table
+    count_sql = (
+        f"INSERT INTO {count_table} "
+        "(level, block, dimension, group_key, outcome, n, escalated, reminded) VALUES {values} "
+        "ON CONFLICT (level, block, dimension, group_key, outcome) DO UPDATE SET "
+        f"n = {count_table}.n + excluded.n, "
+        f"escalated = {count_table}.escalated + excluded.escalated, "
+        f"reminded = {count_table}.reminded + excluded.reminded"
+    )
+    bucket_sql = (
+        f"INSERT INTO {bucket_table} (level, block, dimension, group_key, bucket, n) "
+        "VALUES {values} ON CONFLICT (level, block, dimension, group_key, bucket) "
+        f"DO UPDATE SET n = {bucket_table}.n + excluded.n"
+    )
+    statements = (
+        (count_sql, _count_rows(counts), 8),
+        (bucket_sql, [(*cell, n) for cell, n in sorted(buckets.items())], 6),
+    )
+    with connection.cursor() as cursor:
+        for sql, rows, width in statements:
+            placeholder = "(" + ", ".join(["%s"] * width) + ")"
+            for start in range(0, len(rows), chunk):
+                part = rows[start : start + chunk]
+                cursor.execute(
+                    sql.format(values=", ".join([placeholder] * len(part))),
+                    [value for row in part for value in row],
+                )
+
+
+# --- the backfill ------------------------------------------------------------------------------
+
+
+def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = print) -> int:
+    """Rebuild the rollups from every closed approval; returns how many were counted.
+
+    One transaction: the old rows are deleted and the new ones written together, so a reader
+    sees either. Level 0 on Postgres: ``INSERT ... SELECT ... GROUP BY`` over the approvals;
+    on SQLite the approvals are streamed in ``batch``-sized chunks in creation order, so each
+    day's cells are complete once the stream has passed it (the console time zone's decision
+    day needs Python there). Each higher level is one ``INSERT ... SELECT ... GROUP BY`` over
+    the level below. On Postgres the rollup tables are locked meanwhile: a decision made during
+    the rebuild waits, then counts once.
+    """
+    started = time.perf_counter()
+    closed = (
+        ApprovalRequest.objects.exclude(status=Status.PENDING)
+        .order_by("created_at")
+        .values_list(
+            "created_at",
+            "decided_at",
+            "status",
+            "tier",
+            "tool",
+            "run__agent",
+            "decided_by_id",
+            "decided_by__username",
+            "decided_by_label",
+            "escalated_at",
+            "reminded_at",
+        )
+    )
+    count_table = MetricsCount._meta.db_table
+    bucket_table = MetricsBucket._meta.db_table
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"LOCK TABLE {count_table}, {bucket_table} IN EXCLUSIVE MODE")
+        MetricsCount.objects.all().delete()
+        MetricsBucket.objects.all().delete()
+        if connection.vendor == "postgresql":
+            total = _level0_by_sql()
+            progress(f"  level 0: {total:,} approvals ({time.perf_counter() - started:.1f} s)")
+        else:
+            total = _level0_by_python(closed, batch=batch, started=started, progress=progress)
+        _levels_above()
+    progress(f"  {total:,} approvals counted in {time.perf_counter() - started:.1f} s")
+    return total
+
+
+def _level0_by_python(closed: Any, *, batch: int, started: float, progress: Callable) -> int:
+    """Level 0 from the approvals streamed in creation order (any database)."""
+    total = 0
+    counts: Counter = Counter()
+    buckets: Counter = Counter()
+    by_decision_day: Counter = Counter()  # keyed by another day: written at the end
+    current, unwritten = None, 0
+    for row in closed.iterator(chunk_size=batch):
+        created, decided, status, tier, tool, agent, decider, username, label, esc, rem = row
+        day = day_of(created)
+        if day != current and unwritten >= batch:  # the days before are complete
+            _insert(counts=counts, buckets=buckets, decision_days=by_decision_day)
+            unwritten = 0
+            progress(f"  {total:,} approvals ({time.perf_counter() - started:.1f} s)")
+        current = day
+        unwritten += 1
+        _cells(
+            created_at=created,
+            decided_at=decided,
+            status=status,
+            keys={
+                "tier": tier,
+                "tool": tool,
+                "agent": agent,
+                "reviewer": username if decider is not None else label,
+            },
+            person=decider is not None,
+            escalated=esc is not None,
+            reminded=rem is not None,
+            counts=counts,
+            buckets=buckets,
+            levels=range(1),
+        )
+        total += 1
+    _insert(counts=counts, buckets=buckets, decision_days=by_decision_day)
+    _upsert(counts=by_decision_day, buckets=Counter())
+    return total
+
+
+def _levels_above() -> None:
+    """Each level above 0: one INSERT ... SELECT ... GROUP BY over the level below."""
+    count_table = MetricsCount._meta.db_table
+    bucket_table = MetricsBucket._meta.db_table
+    with connection.cursor() as cursor:
+        for level in range(1, LEVELS):  # integers of ours, never input
+            cursor.execute(
+                f"INSERT INTO {count_table} "
+                "(level, block, dimension, group_key, outcome, n, escalated, reminded) "
+                f"SELECT {level}, block / 2, dimension, group_key, outcome, "
+                "SUM(n), SUM(escalated), SUM(reminded) "
+                f"FROM {count_table} WHERE level = {level - 1} AND dimension <> 'day' "
+                "GROUP BY block / 2, dimension, group_key, outcome"
+            )
+            cursor.execute(
+                f"INSERT INTO {bucket_table} (level, block, dimension, group_key, bucket, n) "
+                f"SELECT {level}, block / 2, dimension, group_key, bucket, SUM(n) "
+                f"FROM {bucket_table} WHERE level = {level - 1} "
+                "GROUP BY block / 2, dimension, group_key, bucket"
+            )
+
+
+def _level0_by_sql() -> int:
+    """Postgres: level 0 in two ``INSERT ... SELECT ... GROUP BY`` over the closed approvals
+    (the same definitions as ``_cells``, in SQL), and the decision days in a third."""
+    approvals = ApprovalRequest._meta.db_table
+    count_table = MetricsCount._meta.db_table
+    bucket_table = MetricsBucket._meta.db_table
+    outcome = (
+        "CASE WHEN a.decided_by_id IS NULL THEN 'expired' "
+        + "".join(
+            f"WHEN a.status = '{status}' THEN '{name}' "
+            for status, name in _PERSON_OUTCOMES.items()
+        )
+        + "ELSE 'expired' END"
+    )
+    bars = (
+        "CASE "
+        + "".join(
+            f"WHEN seconds < {bound} THEN '{index}' " for index, bound in enumerate(TTD_BAR_BOUNDS)
+        )
+        + f"ELSE '{len(TTD_BAR_BOUNDS)}' END"
+    )
+    closed = (
+        "SELECT (a.created_at AT TIME ZONE 'UTC')::date - DATE '1970-01-01' AS day, "
+        f"{outcome} AS outcome, a.decided_by_id IS NOT NULL AS person, "
+        "(a.escalated_at IS NOT NULL)::int AS escalated, "
+        "(a.reminded_at IS NOT NULL)::int AS reminded, "
+        "EXTRACT(EPOCH FROM a.decided_at - a.created_at)::float8 AS seconds, "
+        "unnest(ARRAY['tier', 'tool', 'agent', 'reviewer']) AS dimension, "
+        "unnest(ARRAY[a.tier, a.tool, r.agent, "
+        "CASE WHEN a.decided_by_id IS NOT NULL THEN u.username ELSE a.decided_by_label END]) "
+        "AS group_key "
+        f"FROM {approvals} a JOIN {AgentRun._meta.db_table} r ON r.id = a.run_id "
+        "LEFT JOIN auth_user u ON u.id = a.decided_by_id WHERE a.status <> 'pending'"
+    )
+    bucket = (
+        f"CASE WHEN seconds < {MIN_SECONDS} THEN {ZERO_BUCKET} "
+        f"ELSE ceil(ln(seconds) / ln({GAMMA!r}))::int END"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {count_table} "
+            "(level, block, dimension, group_key, outcome, n, escalated, reminded) "
+            "SELECT 0, day, dimension, group_key, outcome, COUNT(*), SUM(escalated), "
+            f"SUM(reminded) FROM ({closed}) AS c GROUP BY day, dimension, group_key, outcome "
+            "UNION ALL "
+            f"SELECT 0, day, 'ttd', {bars}, '', COUNT(*), 0, 0 FROM ({closed}) AS c "
+            f"WHERE person AND dimension = 'tier' GROUP BY day, {bars}"
+        )
+        cursor.execute(
+            f"INSERT INTO {bucket_table} (level, block, dimension, group_key, bucket, n) "
+            f"SELECT 0, day, dimension, group_key, {bucket}, COUNT(*) FROM ({closed}) AS c "
+            f"WHERE person GROUP BY day, dimension, group_key, {bucket}"
+        )
+        cursor.execute(
+            f"INSERT INTO {count_table} "
+            "(level, block, dimension, group_key, outcome, n, escalated, reminded) "
+            "SELECT 0, (a.decided_at AT TIME ZONE %s)::date - DATE '1970-01-01', 'day', '', "
+            f"{outcome}, COUNT(*), 0, 0 FROM {approvals} a "
+            "WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL GROUP BY 2, 5",
+            [str(timezone.get_current_timezone())],
+        )
+        cursor.execute(f"SELECT COUNT(*) FROM {approvals} WHERE status <> 'pending'")
+        return cursor.fetchone()[0]
+
+
+def _insert(*, counts: Counter, buckets: Counter, decision_days: Counter) -> None:
+    """Write complete level-0 cells with plain INSERTs and clear them; the decision-day cells
+    move to ``decision_days`` (their day is not the creation day)."""
+    for cell in [cell for cell in counts if cell[2] == "day"]:
+        decision_days[cell] += counts.pop(cell)
+    MetricsCount.objects.bulk_create(
+        [
+            MetricsCount(
+                level=level,
+                block=block,
+                dimension=dimension,
+                group_key=key,
+                outcome=outcome,
+                n=n,
+                escalated=escalated,
+                reminded=reminded,
+            )
+            for level, block, dimension, key, outcome, n, escalated, reminded in _count_rows(counts)
+        ],
+        batch_size=5000,
+    )
+    MetricsBucket.objects.bulk_create(
+        [
+            MetricsBucket(
+                level=level, block=block, dimension=dimension, group_key=key, bucket=b, n=n
+            )
+            for (level, block, dimension, key, b), n in buckets.items()
+        ],
+        batch_size=5000,
+    )
+    counts.clear()
+    buckets.clear()

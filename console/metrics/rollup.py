@@ -1,0 +1,206 @@
+"""The report's rows from the rollups (approvals/rollups.py) plus the live pending rows.
+
+A window here is whole UTC days: the last ``window_days`` days including today (by the
+approval's ``created_at``), read as at most 2 * LEVELS blocks per cell whatever its length.
+Closed approvals come from the rollups; approvals still pending (not in the rollups yet) are
+counted live, through the ``approval_status_created`` index. Percentiles come from the log
+histogram: within ALPHA (1%) of the exact nearest-rank value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import reduce
+from operator import or_
+
+from django.db import connection
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from approvals.rollup_models import MetricsBucket, MetricsCount
+from approvals.rollups import blocks_cover, bucket_value, day_date, day_number, day_of
+from console.metrics.definitions import (
+    OUTCOMES,
+    PERCENTILES,
+    TIME_BUCKETS,
+    Bucket,
+    DayCounts,
+    MetricsRow,
+    Status,
+)
+from console.metrics.portable import window
+
+
+def day_range(*, window_days: int, now: dt.datetime) -> tuple[int, int]:
+    """(first, last) UTC day numbers of the window: the last ``window_days`` days, today too."""
+    last = day_of(now)
+    return last - window_days + 1, last
+
+
+def day_start(number: int) -> dt.datetime:
+    """Midnight UTC at the start of a day number."""
+    return dt.datetime.combine(day_date(number), dt.time(), tzinfo=dt.UTC)
+
+
+def _blocks(first: int, last: int) -> Q:
+    return reduce(or_, (Q(level=level, block=block) for level, block in blocks_cover(first, last)))
+
+
+def percentiles_from(buckets: list[tuple[int, int]]) -> dict[int, float | None]:
+    """Nearest-rank percentiles of a histogram [(bucket, count)]: the rank ``ceil(p n / 100)``
+    value's bucket, read back (within ALPHA of the exact value)."""
+    ordered = sorted(buckets)
+    total = sum(n for _, n in ordered)
+    found: dict[int, float | None] = dict.fromkeys(PERCENTILES)
+    if not total:
+        return found
+    ranks = {p: (p * total + 99) // 100 for p in PERCENTILES}
+    seen = 0
+    for bucket, n in ordered:
+        seen += n
+        for p, rank in ranks.items():
+            if found[p] is None and seen >= rank:
+                found[p] = bucket_value(bucket)
+        if all(value is not None for value in found.values()):
+            break
+    return found
+
+
+def rows_from_rollups(
+    *, groups: tuple[str | None, ...], first: int, last: int
+) -> dict[str | None, list[MetricsRow]]:
+    """Each grouping's rows (None: the whole window, summed over the tiers) for days
+    ``first..last``, without queue figures or fatigue flags. Three queries."""
+    dimensions = sorted({group or "tier" for group in groups})
+    blocks = _blocks(first, last)
+    rows: dict[tuple[str, str], MetricsRow] = {}
+
+    def row(dimension: str, key: str) -> MetricsRow:
+        if (dimension, key) not in rows:
+            rows[dimension, key] = MetricsRow(key=key)
+        return rows[dimension, key]
+
+    counts = (
+        MetricsCount.objects.filter(blocks, dimension__in=dimensions)
+        .values_list("dimension", "group_key", "outcome")
+        .annotate(n_=Sum("n"), escalated_=Sum("escalated"), reminded_=Sum("reminded"))
+        .order_by()
+    )
+    for dimension, key, outcome, n, escalated, reminded in counts:
+        if not n:
+            continue
+        target = row(dimension, key)
+        target.requests += n
+        target.outcomes[outcome] += n
+        target.escalated += escalated
+        target.reminded += reminded
+    percentiles_by_cell = _percentiles(blocks, dimensions)
+    for (dimension, key), percentiles in percentiles_by_cell.items():
+        if (dimension, key) in rows:
+            rows[dimension, key].percentiles = percentiles
+    pending = (
+        window(since=day_start(first), now=day_start(last + 1))
+        .filter(status=Status.PENDING)
+        .exclude(created_at=day_start(last + 1))
+        .values_list("tier", "tool", "run__agent")
+        .annotate(
+            n_=Count("id"),
+            escalated_=Count("id", filter=Q(escalated_at__isnull=False)),
+            reminded_=Count("id", filter=Q(reminded_at__isnull=False)),
+        )
+    )
+    for tier, tool, agent, n, escalated, reminded in pending:
+        keys = {"tier": tier, "tool": tool, "agent": agent or "", "reviewer": ""}
+        for dimension in dimensions:
+            target = row(dimension, keys[dimension])
+            target.requests += n
+            target.pending += n
+            target.escalated += escalated
+            target.reminded += reminded
+    found: dict[str | None, list[MetricsRow]] = {}
+    for group in groups:
+        if group:
+            found[group] = [value for (dim, _), value in rows.items() if dim == group]
+    if None in groups:
+        found[None] = [_total([value for (dim, _), value in rows.items() if dim == "tier"])]
+        if ("*", "") in percentiles_by_cell:
+            found[None][0].percentiles = percentiles_by_cell["*", ""]
+    return found
+
+
+def _percentiles(
+    blocks: Q, dimensions: list[str]
+) -> dict[tuple[str, str], dict[int, float | None]]:
+    """Nearest-rank percentiles per (dimension, key), and ("*", "") for all the tiers together,
+    picked in the database: the first bucket whose running count reaches the rank
+    ``ceil(p n / 100)``, i.e. ``running * 100 >= p * n``. One query, a few rows back."""
+    histogram = MetricsBucket.objects.filter(blocks, dimension__in=dimensions).order_by()
+    sql, params = histogram.values_list(
+        "dimension", "group_key", "bucket", "n"
+    ).query.sql_with_params()
+    picks = ", ".join(
+        f"MIN(CASE WHEN seen * 100 >= {p} * total THEN bucket END)" for p in PERCENTILES
+    )
+    query = (
+        f"WITH cells AS ({sql}), "
+        "merged AS (SELECT dimension, group_key, bucket, SUM(n) AS n FROM cells "
+        "GROUP BY dimension, group_key, bucket "
+        "UNION ALL SELECT '*', '', bucket, SUM(n) FROM cells WHERE dimension = 'tier' "
+        "GROUP BY bucket), "
+        "running AS (SELECT dimension, group_key, bucket, "
+        "SUM(n) OVER (PARTITION BY dimension, group_key ORDER BY bucket) AS seen, "
+        "SUM(n) OVER (PARTITION BY dimension, group_key) AS total FROM merged) "
+        f"SELECT dimension, group_key, {picks} FROM running GROUP BY dimension, group_key"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        return {
+            (dimension, key): {
+                p: None if bucket is None else bucket_value(bucket)
+                for p, bucket in zip(PERCENTILES, buckets, strict=True)
+            }
+            for dimension, key, *buckets in cursor.fetchall()
+        }
+
+
+def _total(tiers: list[MetricsRow]) -> MetricsRow:
+    total = MetricsRow(key="")
+    for tier in tiers:
+        total.requests += tier.requests
+        total.pending += tier.pending
+        total.escalated += tier.escalated
+        total.reminded += tier.reminded
+        for name in OUTCOMES:
+            total.outcomes[name] += tier.outcomes[name]
+    return total
+
+
+def time_to_decision_from_rollups(*, first: int, last: int) -> list[Bucket]:
+    """The page's time-to-decision bars over days ``first..last``."""
+    counts = dict(
+        MetricsCount.objects.filter(_blocks(first, last), dimension="ttd")
+        .values_list("group_key")
+        .annotate(n_=Sum("n"))
+        .order_by()
+    )
+    return [Bucket(label, counts.get(str(i), 0)) for i, (label, _) in enumerate(TIME_BUCKETS)]
+
+
+def decisions_per_day_from_rollups(*, since: dt.datetime, now: dt.datetime) -> list[DayCounts]:
+    """Closed approvals per (whole) day of their decision, console time zone, by outcome."""
+    first, last = timezone.localdate(since), timezone.localdate(now)
+    days = {
+        first + dt.timedelta(days=offset): dict.fromkeys(OUTCOMES, 0)
+        for offset in range((last - first).days + 1)
+    }
+    for block, outcome, n in (
+        MetricsCount.objects.filter(
+            level=0, dimension="day", block__gte=day_number(first), block__lte=day_number(last)
+        )
+        .values_list("block", "outcome")
+        .annotate(n_=Sum("n"))
+        .order_by()
+    ):
+        if outcome in OUTCOMES:
+            days[day_date(block)][outcome] += n
+    return [DayCounts(date=date, counts=counts) for date, counts in days.items()]
