@@ -134,7 +134,13 @@ CONTENT_SECURITY_POLICY = {
 DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
     try:
-        _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+        # Connections are reused (and checked before reuse): a new Postgres connection costs
+        # more than a whole task's queries, once per request and per worker task otherwise.
+        _db = dj_database_url.parse(
+            DATABASE_URL,
+            conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+            conn_health_checks=True,
+        )
     except Exception as exc:  # dj-database-url raises several types for a bad URL
         raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
     if _db.get("ENGINE") not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
@@ -294,7 +300,10 @@ Q_CLUSTER = {
     "retry": Q_RETRY,
     "max_attempts": env_int("Q_MAX_ATTEMPTS", 5, minimum=0),
     "catch_up": False,
-    "poll": env_float("Q_POLL", 0.5, minimum=0.05),
+    # Seconds the broker waits before looking again when it found no task. On SQLite the look
+    # is a cheap local read, so it looks often; on Postgres the ORM broker is woken by NOTIFY
+    # (core/wakeup.py) and the poll only bounds a lost notification (docs/benchmarks.md).
+    "poll": env_float("Q_POLL", 0.1 if _db["ENGINE"].endswith("sqlite3") else 0.5, minimum=0.05),
     "save_limit": 1000,
     "ack_failures": True,
     "sync": env_bool("Q_SYNC", False),
@@ -302,6 +311,10 @@ Q_CLUSTER = {
 }
 if Q_BROKER == "orm":
     Q_CLUSTER["orm"] = "default"
+    # Postgres: the ORM broker NOTIFYs on enqueue and its dequeue waits on LISTEN (one held
+    # connection per cluster), so a decision reaches a worker without waiting for a poll.
+    if _db["ENGINE"] == "django.db.backends.postgresql" and env_bool("Q_ORM_LISTEN", True):
+        Q_CLUSTER["broker_class"] = "core.wakeup.ListenNotifyORM"
 else:
     Q_CLUSTER["redis"] = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 

@@ -77,7 +77,9 @@ def approval_decide(
         _edit_tier_check(approval=approval, user=user, args=resume_args)
     with transaction.atomic():
         locked = (
-            ApprovalRequest.objects.select_for_update()
+            # The approval and its run, not the requester's user row: a run that requester
+            # starts meanwhile checks its foreign key to that row and would deadlock with us.
+            ApprovalRequest.objects.select_for_update(of=("self", "run"))
             .select_related("run", "run__requested_by")
             .get(pk=approval.pk)
         )
