@@ -11,7 +11,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0012_webhook_url_removed"),
+        ("approvals", "0013_metrics_rollup"),
     ]
 
     operations = [
