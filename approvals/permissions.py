@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from approvals import policy
 from approvals.models import AgentRun, ApprovalRequest, RiskTier
@@ -53,11 +53,16 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
     tiers = _tiers_of(user)
     if tiers is None:
         return own
-    runs_to_decide = ApprovalRequest.objects.filter(_decidable(tiers)).values("run_id")
+    # EXISTS, not `pk IN (SELECT run_id ...)`: under an OR, Postgres cannot turn the IN into a
+    # join, and once the subquery's rows (every approval, for a reviewer of every tier) outgrow
+    # work_mem it searches them linearly per row (minutes at 1M approvals); EXISTS probes the
+    # run_id index once per row.
+    run = OuterRef(f"{via}pk")
+    runs_to_decide = ApprovalRequest.objects.filter(_decidable(tiers), run_id=run)
     # Effects live in agents/, which this app never imports: their model is the run's relation's.
     effects = AgentRun._meta.get_field("effects").related_model
-    runs_to_settle = effects.objects.filter(_settleable(tiers)).values("run_id")
-    return own | Q(**{f"{via}pk__in": runs_to_decide}) | Q(**{f"{via}pk__in": runs_to_settle})
+    runs_to_settle = effects.objects.filter(_settleable(tiers), run_id=run)
+    return own | Q(Exists(runs_to_decide)) | Q(Exists(runs_to_settle))
 
 
 def user_may_cancel(*, user: Any, run: AgentRun) -> bool:

@@ -6,22 +6,30 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from json.encoder import c_encode_basestring, c_make_encoder
 from typing import Any
 
 import rfc8785
+from django.db import connection
+from django.db.models import F, TextField
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
 
-from audit.canonical import canonical_json, canonical_parse, sha256_hex
+from audit.canonical import _int_or_double, canonical_json, canonical_parse, sha256_hex
 from audit.models import AuditEvent
 from audit.services import (
     CHAIN_VERSION,
     GENESIS_HASH,
     HASHED_FIELDS,
+    _ip_text,
     event_hash,
     hashed_row,
     record_hash,
 )
+from core.json_limits import SAFE_INTEGER
 
 # Files of version 1 hold only chain version 1 lines; version 2 files may hold both kinds.
 JSONL_FORMAT = "audit-jsonl/2"
@@ -31,6 +39,22 @@ EVENT_KEYS = frozenset((*HASHED_FIELDS, "record", "prev_hash", "hash"))
 EVENT_KEYS_V2 = EVENT_KEYS | {"chain_version", "canonical"}
 RECORD_KEYS_V2 = frozenset(("chain_version", *HASHED_FIELDS))
 DB_FIELDS = (*HASHED_FIELDS, "prev_hash", "hash", "chain_version", "canonical")
+
+# canonical_json of plain JSON values (what json.loads gives: no default= needed), built once:
+# JSONEncoder.encode would build the C encoder again for every call.
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
+)
+_C_ENCODE = (
+    c_make_encoder(None, _ENCODER.default, c_encode_basestring, None, ":", ",", True, False, True)
+    if c_make_encoder is not None and c_encode_basestring is not None
+    else None
+)
+# canonical_parse without building a decoder per call (json.loads does, given parse_int).
+_SCAN = json.JSONDecoder(parse_int=_int_or_double).scan_once
+# Outside the Basic Multilingual Plane, UTF-16 order (RFC 8785's key order) is not code point
+# order (Python's); surrogates are refused by RFC 8785.
+_NOT_BMP = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
 
 
 @dataclass
@@ -63,6 +87,23 @@ class VerifyResult:
             "reason": self.reason,
             "notes": list(self.notes),
         }
+
+
+def text_parse(text: str) -> Any:
+    """canonical_parse(text), faster: the C scanner, prebuilt. Texts it does not read whole
+    (surrounding whitespace, or not JSON) go to canonical_parse, which reads or refuses them."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, TypeError, RecursionError):
+        return canonical_parse(text)  # which refuses it as it always did
+    return value if end == len(text) else canonical_parse(text)
+
+
+def json_plain(value: Any) -> str:
+    """canonical_json(value) for plain JSON values (dict, list, str, int, float, bool, None)."""
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def digest_start(header: Mapping[str, Any]) -> str:
@@ -101,11 +142,16 @@ def record_problem(values: Mapping[str, Any]) -> str:
         return "chain_version 2 row without its canonical text"
     if record_hash(values["prev_hash"], text) != values["hash"]:
         return "hash does not match the row's canonical text"
+    scan, doubles = _plain_scanner()
     try:
-        record = canonical_parse(text)
-        # Already plain JSON with doubles for big integers: rfc8785 itself, without the
-        # conversions canonical_text makes for other callers (a third of verify's time).
-        canonical = rfc8785.dumps(record).decode("utf-8")
+        record = _text_plain(scan, doubles, text)
+        if record is None:
+            record = canonical_parse(text)
+            # Already plain JSON with doubles for big integers: rfc8785 itself, without the
+            # conversions canonical_text makes for other callers.
+            canonical = rfc8785.dumps(record).decode("utf-8")
+        else:
+            canonical = text
     except (ValueError, RecursionError):  # rfc8785.CanonicalizationError is a ValueError
         return "the canonical text is not RFC 8785 JSON"
     if canonical != text or not isinstance(record, dict) or set(record) != RECORD_KEYS_V2:
@@ -129,35 +175,174 @@ def _when(text: Any) -> dt.datetime | None:
         return None
 
 
-def chain_verify_db(*, chunk_size: int = 2000) -> VerifyResult:
-    """Walk the whole chain in seq order, in constant memory."""
+def _row_problem(values: Mapping[str, Any], *, prev_hash: str) -> str:
+    """Why one row (a .values() dict of DB_FIELDS) does not verify after ``prev_hash``, or ""."""
+    if values["prev_hash"] != prev_hash:
+        return "prev_hash does not match the previous row's hash"
+    if values["chain_version"] == CHAIN_VERSION:
+        return record_problem(values)
+    if values["chain_version"] != 1:
+        return f"unknown chain_version {values['chain_version']}"
+    if event_hash(prev_hash, hashed_row(values)) != values["hash"]:
+        return "hash does not match the row's content"
+    return ""
+
+
+def _plain_scanner() -> tuple[Any, list[bool]]:
+    """canonical_parse's scanner that also notes any number it reads as a double (a fraction,
+    an exponent, NaN or an infinity, an integer beyond 2**53 - 1): a fresh one per walk, so
+    threads share none."""
+    doubles: list[bool] = []
+
+    def double(text: str) -> float:
+        doubles.append(True)
+        return float(text)
+
+    def integer(digits: str) -> int | float:
+        number = _int_or_double(digits)
+        if type(number) is float:
+            doubles.append(True)
+        return number
+
+    decoder = json.JSONDecoder(parse_int=integer, parse_float=double, parse_constant=double)
+    return decoder.scan_once, doubles
+
+
+def _text_plain(scan: Any, doubles: list[bool], text: str | None) -> dict[str, Any] | None:
+    """The object a stored text holds when the text is shown, without rfc8785, to be RFC 8785's
+    form of it; None when not shown (the caller asks rfc8785). For integers of at most 2**53 - 1,
+    strings, booleans, null, arrays, and objects whose keys are in the Basic Multilingual Plane,
+    canonical_json writes what RFC 8785 writes: the same escapes, separators, key order and
+    integers (rfc8785's string escapes are Python's json ones)."""
+    if not text:
+        return None
+    doubles.clear()
+    try:
+        value, end = scan(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) or doubles or type(value) is not dict or json_plain(value) != text:
+        return None
+    if not text.isascii() and _NOT_BMP.search(text):
+        return None
+    return value
+
+
+# What the walk reads per row: the row's columns as stored (data as its JSON text).
+_WALK_FIELDS = (
+    "seq",
+    "chain_version",
+    "canonical",
+    "prev_hash",
+    "hash",
+    "at_text",
+    "actor",
+    "actor_user_id",
+    "actor_username",
+    "action",
+    "run_text",
+    "approval_id",
+    "tool",
+    "data_text",
+    "ip",
+    "user_agent",
+)
+
+
+def _walk_columns() -> dict[str, Any]:
+    """data as its JSON text; on Postgres also `at` as Python's isoformat of it in UTC and
+    run_id as text, written by the database (Django's Python datetime and uuid loaders were
+    half of the walk's time). Elsewhere those two are the model's values."""
+    columns: dict[str, Any] = {"data_text": Cast("data", TextField())}
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(AuditEvent._meta.db_table)
+        columns["at_text"] = RawSQL(
+            f'to_char({table}."at" AT TIME ZONE \'UTC\', \'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"\')',
+            [],
+        )
+        columns["run_text"] = RawSQL(f'{table}."run_id"::text', [])
+    else:
+        columns["at_text"], columns["run_text"] = F("at"), F("run_id")
+    return columns
+
+
+def chain_verify_db(*, chunk_size: int = 5000) -> VerifyResult:
+    """Walk the whole chain in seq order, in constant memory.
+
+    A version 2 row is shown good at once when its hash holds and its columns, written as
+    canonical_json, are its stored text, byte for byte: then the text says what the columns
+    say and (for integers up to 2**53 - 1, no doubles, characters in the Basic Multilingual
+    Plane) it is RFC 8785's form of them, which is all record_problem checks. Every other row
+    goes through record_problem / the version 1 check, which names what is wrong."""
     result = VerifyResult()
     expected_seq = 1
     prev_hash = GENESIS_HASH
-    rows = AuditEvent.objects.order_by("seq").values(*DB_FIELDS)
-    for values in rows.iterator(chunk_size=chunk_size):
-        seq = values["seq"]
+    scan, doubles = _plain_scanner()
+    sha256 = hashlib.sha256
+    rows = AuditEvent.objects.order_by("seq").annotate(**_walk_columns()).values_list(*_WALK_FIELDS)
+    for row in rows.iterator(chunk_size=chunk_size):
+        seq, version, text, row_prev, row_hash = row[:5]
         if seq != expected_seq:
             return result.fail(
                 seq=expected_seq, reason=f"seq {expected_seq} is missing (next row is {seq})"
             )
-        if values["prev_hash"] != prev_hash:
-            return result.fail(seq=seq, reason="prev_hash does not match the previous row's hash")
-        if values["chain_version"] == CHAIN_VERSION:
-            problem = record_problem(values)
+        if not (
+            version == CHAIN_VERSION
+            and row_prev == prev_hash
+            and text
+            and sha256((row_prev + text).encode()).hexdigest() == row_hash
+            and _columns_are_text(row, text, scan, doubles)
+        ):
+            values = AuditEvent.objects.filter(seq=seq).values(*DB_FIELDS).get()
+            problem = _row_problem(values, prev_hash=prev_hash)
             if problem:
                 return result.fail(seq=seq, reason=problem)
-        elif values["chain_version"] != 1:
-            return result.fail(seq=seq, reason=f"unknown chain_version {values['chain_version']}")
-        elif event_hash(prev_hash, hashed_row(values)) != values["hash"]:
-            return result.fail(seq=seq, reason="hash does not match the row's content")
-        prev_hash = values["hash"]
+        prev_hash = row_hash
         result.count += 1
         result.first_seq = result.first_seq or seq
         result.last_seq = seq
         result.head_hash = prev_hash
         expected_seq += 1
     return result
+
+
+def _columns_are_text(row: tuple, text: str, scan: Any, doubles: list[bool]) -> bool:
+    """Whether a version 2 row's columns (a _WALK_FIELDS tuple), as hashed_row gives them and
+    canonical_json writes them, are exactly its stored text, which is then RFC 8785."""
+    (seq, _, _, _, _, at, actor, user_id, username, action, run_id, approval_id, tool) = row[:13]
+    data_text, ip, user_agent = row[13:]
+    doubles.clear()
+    try:
+        data, end = scan(data_text, 0)
+    except (StopIteration, ValueError, RecursionError, TypeError):
+        return False
+    if doubles or end != len(data_text):
+        return False
+    if isinstance(at, dt.datetime):
+        at = at.isoformat()
+    elif len(at) != 32:  # not 4-digit years: Python reads none beyond 9999
+        return False
+    elif at.endswith(".000000+00:00"):  # isoformat leaves out a zero fraction
+        at = at[:19] + "+00:00"
+    for number in (seq, user_id, approval_id):
+        if number is not None and not -SAFE_INTEGER <= number <= SAFE_INTEGER:
+            return False
+    record = {
+        "action": action,
+        "actor": actor,
+        "actor_user_id": user_id,
+        "actor_username": username,
+        "approval_id": approval_id,
+        "at": at,
+        "chain_version": CHAIN_VERSION,
+        "data": data,
+        "ip": _ip_text(ip) if ip is not None else None,
+        "run_id": str(run_id) if run_id else None,  # uuid, or its text from Postgres
+        "seq": seq,
+        "tool": tool,
+        "user_agent": user_agent,
+    }
+    return json_plain(record) == text and (text.isascii() or not _NOT_BMP.search(text))
 
 
 def _line_problem(record: dict[str, Any], *, kind: Any, line_no: int) -> tuple[str, int | None]:

@@ -27,8 +27,16 @@ TOOLS = (
 )
 
 
-def database_prepare(url: str, *, rows: int, fresh: bool) -> bool:
-    """Create the scratch database if needed; True when its rows must be generated."""
+def database_prepare(
+    url: str,
+    *,
+    rows: int,
+    fresh: bool,
+    table: str = "approvals_approvalrequest",
+    at_least: bool = False,
+) -> bool:
+    """Create the scratch database if needed; True when its rows must be generated (``table``
+    does not hold exactly ``rows``, or with ``at_least`` fewer: exports append events)."""
     import psycopg
     from psycopg import sql
 
@@ -41,9 +49,9 @@ def database_prepare(url: str, *, rows: int, fresh: bool) -> bool:
             try:
                 with psycopg.connect(url) as conn:
                     count = conn.execute(
-                        "SELECT count(*) FROM approvals_approvalrequest"
+                        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
                     ).fetchone()
-                if count and count[0] == rows:
+                if count and (count[0] >= rows if at_least else count[0] == rows):
                     return False
             except psycopg.Error:
                 pass  # no tables yet
@@ -169,6 +177,85 @@ def approvals_generate(*, rows: int) -> None:
         started = time.perf_counter()
         cursor.execute(approval_sql, approval_params)
         print(f"  {rows:,} approvals in {time.perf_counter() - started:.1f} s")
+
+
+AUDIT_ACTIONS = (
+    ("run.created", ""),
+    ("approval.requested", "refund_order"),
+    ("approval.decided", "refund_order"),
+    ("effect.completed", "refund_order"),
+    ("run.completed", ""),
+)
+
+
+def audit_generate(*, rows: int, batch: int = 50_000) -> None:
+    """Append ``rows`` audit events that form a valid chain (version 2: each row's canonical
+    text is the RFC 8785 text of its columns, hashed onto the previous hash), continuing the
+    chain's head, in the database Django is connected to (Postgres: COPY in batches).
+
+    The texts are written from templates, not by record_text(): every value is a plain ASCII
+    string without escapes or an integer, so the template is exactly RFC 8785 (keys in
+    order), and 20M rows take minutes instead of hours. bench/export.py verifies them."""
+    import datetime as dt
+    import hashlib
+
+    from django.db import connection, transaction
+
+    from audit.models import AuditEvent
+    from audit.services import GENESIS_HASH
+
+    names = (
+        "seq", "at", "actor", "actor_user_id", "actor_username", "action", "run_id",
+        "approval_id", "tool", "data", "ip", "user_agent", "prev_hash", "hash",
+        "chain_version", "canonical",
+    )  # fmt: skip
+    columns = ", ".join(AuditEvent._meta.get_field(n).column for n in names)
+    head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
+    seq, prev = head if head else (0, GENESIS_HASH)
+    sha256 = hashlib.sha256
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(days=SPAN_DAYS)
+    step = dt.timedelta(seconds=SPAN_DAYS * 86400 / max(rows, 1))
+    done = 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        while done < rows:
+            lines = []
+            for _ in range(min(batch, rows - done)):
+                seq += 1
+                done += 1
+                at += step
+                action, tool = AUDIT_ACTIONS[seq % len(AUDIT_ACTIONS)]
+                reviewer = 1 + seq % REVIEWERS
+                user = action == "approval.decided"
+                actor = f"user:{reviewer}" if user else "agent:bench"
+                username = f"reviewer{reviewer:02d}" if user else ""
+                approval = seq // 2 if tool else None
+                run_no = seq // len(AUDIT_ACTIONS)
+                run = f"{run_no:08x}-0000-4000-8000-{run_no:012x}"
+                ip = f"10.0.{seq % 250}.{1 + seq % 200}" if user else None
+                agent = "bench/1.0" if user else ""
+                data = f'{{"n":{seq},"note":"generated","step":{seq % 7}}}'
+                stamp = at.isoformat()
+                approval_json = "null" if approval is None else str(approval)
+                text = (
+                    f'{{"action":"{action}","actor":"{actor}",'
+                    f'"actor_user_id":{reviewer if user else "null"},'
+                    f'"actor_username":"{username}","approval_id":{approval_json},'
+                    f'"at":"{stamp}","chain_version":2,"data":{data},'
+                    f'"ip":{f"{chr(34)}{ip}{chr(34)}" if ip else "null"},"run_id":"{run}",'
+                    f'"seq":{seq},"tool":"{tool}","user_agent":"{agent}"}}'
+                )
+                digest = sha256((prev + text).encode()).hexdigest()
+                null = "\\N"
+                lines.append(
+                    f"{seq}\t{stamp}\t{actor}\t{reviewer if user else null}\t{username}\t"
+                    f"{action}\t{run}\t{null if approval is None else approval}\t{tool}\t"
+                    f"{data}\t{ip or null}\t{agent}\t{prev}\t{digest}\t2\t{text}\n"
+                )
+                prev = digest
+            with cursor.cursor.copy(
+                f"COPY {AuditEvent._meta.db_table} ({columns}) FROM STDIN"
+            ) as copy:
+                copy.write("".join(lines).encode())
 
 
 def tables_analyze() -> None:
