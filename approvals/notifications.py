@@ -68,10 +68,11 @@ def _text(*, approval: ApprovalRequest, event: str, detail: str) -> tuple[str, s
     return subject[:200], text
 
 
-def _emails(*, group_ids: set[int], exclude_user_id: int | None) -> list[str]:
-    if not group_ids:
+def _emails(*, groups: Q | None, exclude_user_id: int | None) -> list[str]:
+    """The active members' addresses of the groups ``groups`` matches (on the user's groups)."""
+    if groups is None:
         return []
-    users = get_user_model().objects.filter(groups__in=group_ids, is_active=True).exclude(email="")
+    users = get_user_model().objects.filter(groups, is_active=True).exclude(email="")
     if exclude_user_id is not None:
         users = users.exclude(pk=exclude_user_id)
     return sorted(set(users.values_list("email", flat=True)))
@@ -83,11 +84,14 @@ def _recipients(*, approval: ApprovalRequest, tier: RiskTier, event: str) -> lis
         email = approval.run.requested_by.email
         return [email] if email else []
     if event == Event.ESCALATION:
-        return _emails(group_ids={tier.escalation_group_id} - {None}, exclude_user_id=requester_id)
-    group_ids = {group.pk for group in tier.approver_groups.all()}
+        escalation = Q(groups=tier.escalation_group_id) if tier.escalation_group_id else None
+        return _emails(groups=escalation, exclude_user_id=requester_id)
+    # The tier's approver groups as a subquery: the addresses in one round trip.
+    approvers = RiskTier.approver_groups.through.objects.filter(risktier_id=tier.pk)
+    groups = Q(groups__in=approvers.values("group_id"))
     if event == Event.REMINDER and approval.escalated_at and tier.escalation_group_id:
-        group_ids.add(tier.escalation_group_id)
-    return _emails(group_ids=group_ids, exclude_user_id=requester_id)
+        groups |= Q(groups=tier.escalation_group_id)
+    return _emails(groups=groups, exclude_user_id=requester_id)
 
 
 def notifications_create(
@@ -142,8 +146,9 @@ def notifications_create(
                 next_attempt_at=now,
             )
         )
+    if rows:
+        Notification.objects.bulk_create(rows)  # one INSERT; both databases return the ids
     for row in rows:
-        row.save(force_insert=True)
         notification_deliver_enqueue(notification_id=row.pk)
     return rows
 

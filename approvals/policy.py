@@ -8,10 +8,14 @@ queries, read in the caller's transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Prefetch
 
 from approvals.models import PolicyVersion, RiskTier, ToolPolicy, ToolPolicyRule
 
@@ -25,18 +29,67 @@ ALL_DECISIONS = ["approve", "edit", "reject", "respond"]
 UNKNOWN_TIER = "critical"
 
 
+_read_once: ContextVar[dict[str, Any] | None] = ContextVar("policy_read_once", default=None)
+
+
+@contextmanager
+def policy_read_once() -> Iterator[None]:
+    """Inside, the policy is read at first use and answered from that reading (an advance
+    asks the same questions many times: the gate before and after its pause, the ledger at
+    execution). Nested uses share the outer reading."""
+    if _read_once.get() is not None:
+        yield
+        return
+    token = _read_once.set({})
+    try:
+        yield
+    finally:
+        _read_once.reset(token)
+
+
+def _tiers_read() -> dict[str, RiskTier] | None:
+    memo = _read_once.get()
+    if memo is None:
+        return None
+    if "tiers" not in memo:
+        memo["tiers"] = {t.name: t for t in RiskTier.objects.select_related("webhook_endpoint")}
+    return memo["tiers"]
+
+
+def _tool_policy(tool: str) -> tuple[ToolPolicy | None, list[ToolPolicyRule]]:
+    memo = _read_once.get()
+    if memo is None:
+        policy = ToolPolicy.objects.select_related("tier").filter(tool=tool).first()
+        if policy is None:
+            return None, []
+        return policy, list(policy.rules.select_related("tier").order_by("position", "id"))
+    if "tools" not in memo:
+        rules = ToolPolicyRule.objects.select_related("tier").order_by("position", "id")
+        memo["tools"] = {
+            p.tool: p
+            for p in ToolPolicy.objects.select_related("tier").prefetch_related(
+                Prefetch("rules", queryset=rules)
+            )
+        }
+    policy = memo["tools"].get(tool)
+    return (policy, list(policy.rules.all())) if policy is not None else (None, [])
+
+
 def tier_get(name: str) -> RiskTier | None:
     """The configured tier of this name, or None (code defaults apply)."""
+    tiers = _tiers_read()
+    if tiers is not None:
+        return tiers.get(name)
     return RiskTier.objects.select_related("webhook_endpoint").filter(name=name).first()
 
 
 def tier_for_call(*, tool: str, args: dict[str, Any], default_tier: str) -> str:
     """The tier of this exact call: the tool policy's tier, raised or lowered by its first
     matching argument rule; ``default_tier`` (the tool's code default) without a policy."""
-    policy = ToolPolicy.objects.select_related("tier").filter(tool=tool).first()
+    policy, rules = _tool_policy(tool)
     if policy is None:
         return default_tier
-    for rule in policy.rules.select_related("tier").order_by("position", "id"):
+    for rule in rules:
         if rule_matches(rule=rule, args=args):
             return rule.tier.name
     return policy.tier.name
@@ -102,4 +155,10 @@ def tier_allowed_decisions(tier: str) -> list[str]:
 
 
 def policy_version_current() -> int:
-    return PolicyVersion.objects.filter(pk=1).values_list("number", flat=True).first() or 0
+    memo = _read_once.get()
+    if memo is not None and "version" in memo:
+        return memo["version"]
+    number = PolicyVersion.objects.filter(pk=1).values_list("number", flat=True).first() or 0
+    if memo is not None:
+        memo["version"] = number
+    return number

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import uuid
@@ -117,6 +118,52 @@ def _head() -> tuple[int, str]:
     return head if head else (0, GENESIS_HASH)
 
 
+# The head read after the lock, in one round trip: two statements, so the SELECT takes its
+# snapshot once the lock is granted (one statement would read the head as it was before it
+# waited). No parameters, so psycopg sends it as one simple query, whatever the cursor.
+_PG_LOCK_AND_HEAD = (
+    f"SELECT pg_advisory_xact_lock({int(_CHAIN_LOCK_KEY)}); "
+    f"SELECT seq, hash FROM {AuditEvent._meta.db_table} ORDER BY seq DESC LIMIT 1"
+)
+
+
+def _head_locked() -> tuple[int, str]:
+    """Take the chain lock (held to the end of the transaction) and read the head.
+
+    Once this transaction appended an event, the head is that event for as long as the
+    transaction holds the lock: no round trip. The memo is an on-commit marker registered with
+    the event, so it lapses exactly when the event's row does (commit, rollback, or the
+    rollback of a savepoint it was written in) and the next event reads the head again."""
+    memo = getattr(connection, "_audit_head", None)
+    if memo is not None:
+        marker, seq, hash_ = memo
+        if connection.in_atomic_block and any(
+            entry[1] is marker for entry in connection.run_on_commit
+        ):
+            return seq, hash_
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_PG_LOCK_AND_HEAD)
+            cursor.nextset()
+            row = cursor.fetchone()
+        return (row[0], row[1]) if row else (0, GENESIS_HASH)
+    return _head()
+
+
+def _head_remember(seq: int, hash_: str) -> None:
+    """The event just written is the head of this transaction's chain (see _head_locked)."""
+
+    def marker() -> None:
+        connection._audit_head = None
+
+    transaction.on_commit(marker)
+    connection._audit_head = (marker, seq, hash_)
+
+
+def _head_forget() -> None:
+    connection._audit_head = None
+
+
 def event_record(
     *,
     action: str,
@@ -135,9 +182,11 @@ def event_record(
         ip = _ip_text(_client_address(request))
         # Postgres text refuses U+0000: replaced before hashing, so the hash covers what is kept.
         user_agent = request.META.get("HTTP_USER_AGENT", "").replace("\x00", "\ufffd")[:300]
-    with transaction.atomic():
-        _lock_head()
-        head_seq, prev_hash = _head()
+    # Inside the caller's transaction (the usual case) no savepoint of its own: the event
+    # stands or falls with the state change it records (invariant 3).
+    block = contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic()
+    with block:
+        head_seq, prev_hash = _head_locked()
         event = AuditEvent(
             seq=head_seq + 1,
             at=timezone.now(),
@@ -159,6 +208,7 @@ def event_record(
         event.data = canonical_parse(event.canonical)["data"]
         event.hash = record_hash(prev_hash, event.canonical)
         event.save(force_insert=True)
+        _head_remember(event.seq, event.hash)
     return event
 
 
@@ -181,6 +231,7 @@ def events_seed(
     with transaction.atomic(), conn.cursor() as cursor:
         _lock_head()
         seq, prev_hash = _head()
+        _head_forget()  # written here, not through event_record
         start = timezone.now()
 
         def rows():

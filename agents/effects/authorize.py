@@ -22,21 +22,23 @@ def approval_authorize(
     *, approval_id: int, run_id: str, key: str, action_key: str, approved_args: dict[str, Any]
 ) -> None:
     """Raise unless the approval authorizes running ``approved_args`` under ``action_key``."""
-    _check_approved_args(approval_id=approval_id, args=approved_args)
-    _spend(approval_id=approval_id, run_id=run_id, key=key, action_key=action_key)
+    approval = _check_approved_args(approval_id=approval_id, args=approved_args)
+    _spend(approval=approval, run_id=run_id, key=key, action_key=action_key)
 
 
-def _spend(*, approval_id: int, run_id: str, key: str, action_key: str) -> None:
+def _spend(*, approval: ApprovalRequest, run_id: str, key: str, action_key: str) -> None:
     """Bind the approval to this run's one action (a conditional write: the first key wins).
 
     Another run presenting it, or another action of the same run, is refused and audited.
+    ``approval`` is the row as just read; its spent key is claimed by a conditional update.
     """
-    approval = ApprovalRequest.objects.only("run_id", "spent_key").get(pk=approval_id)
+    approval_id = approval.pk
     reason = ""
     if str(approval.run_id) != str(run_id):
         reason = f"approval {approval_id} belongs to run {approval.run_id}, not run {run_id}"
-    elif approval.spent_key != action_key:
+    elif approval.spent_key != action_key and not (
         ApprovalRequest.objects.filter(pk=approval_id, spent_key="").update(spent_key=action_key)
+    ):
         spent = ApprovalRequest.objects.values_list("spent_key", flat=True).get(pk=approval_id)
         if spent != action_key:
             reason = f"approval {approval_id} already authorized {spent}, not {action_key}"
@@ -53,7 +55,7 @@ def _spend(*, approval_id: int, run_id: str, key: str, action_key: str) -> None:
     raise EffectApprovalMisuse(reason)
 
 
-def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
+def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> ApprovalRequest:
     approval = ApprovalRequest.objects.get(pk=approval_id)
     if approval.status not in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED):
         raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
@@ -75,3 +77,4 @@ def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> None:
             f"approval {approval_id} was decided in tier {approval.tier}, but its args now "
             f"fall in tier {tier}; a new approval is needed"
         )
+    return approval

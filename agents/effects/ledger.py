@@ -313,15 +313,16 @@ def _reclaim(effect: Effect) -> Effect:
 def _succeed(
     effect: Effect, result: dict[str, Any], *, attempts: int, args: dict[str, Any]
 ) -> dict[str, Any]:
-    _finish(
+    if _finish(
         effect,
         status=Effect.Status.SUCCEEDED,
         fields={"result": result},
         attempts=attempts,
         data={"args": args, "result": result, "approval_id": effect.approval_id},
-    )
-    effect.refresh_from_db()
+    ):
+        return result  # what this call stored
     # Someone else finished the row first: theirs is the stored result.
+    effect.refresh_from_db()
     return effect.result
 
 
@@ -348,8 +349,9 @@ def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, 
 
 def _finish(
     effect: Effect, *, status: str, fields: dict[str, Any], attempts: int, data: dict[str, Any]
-) -> None:
-    """Move a claimed effect to its outcome and audit it, once (a conditional update)."""
+) -> bool:
+    """Move a claimed effect to its outcome and audit it, once (a conditional update).
+    Returns whether this call moved it."""
     with transaction.atomic(durable=True):
         updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
             status=status, attempts=F("attempts") + attempts, updated_at=timezone.now(), **fields
@@ -363,6 +365,7 @@ def _finish(
                 tool=effect.tool,
                 data={"key": effect.key, "tool": effect.tool, **data, "attempts": attempts},
             )
+    return bool(updated)
 
 
 def _backoff_delay(attempt: int) -> float:

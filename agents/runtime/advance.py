@@ -39,6 +39,7 @@ from agents.runtime.lease import (
 )
 from agents.runtime.registry import UnknownAgent, agent_get, agent_is_registered
 from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
+from approvals import policy
 from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import run_transitions_fenced
@@ -54,15 +55,20 @@ def run_advance(*, run_id: Any) -> str:
     run = lease_acquire(run_id=run_id, owner=owner)
     if run is None:
         return "skipped: leased elsewhere or unknown"
+    outcome = ""
     try:
         # Every transition below requires that this worker still holds the lease (invariant
         # 14), the failure and flag paths included.
-        with run_transitions_fenced(lease_owner=owner):
-            return _advance_leased(run, owner=owner, taken_at=taken_at)
+        # The policy is read once per advance: the gate asks before and after its pause, the
+        # ledger at execution, the approval requests for their tier and version.
+        with run_transitions_fenced(lease_owner=owner), policy.policy_read_once():
+            outcome = _advance_leased(run, owner=owner, taken_at=taken_at)
+            return outcome
     except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
         return "stopped: lease lost"
     finally:
-        lease_release(run_id=run.pk, owner=owner)
+        if outcome != "completed":  # run_mark_completed gave the lease back with the status
+            lease_release(run_id=run.pk, owner=owner)
 
 
 def _advance_leased(run: AgentRun, *, owner: str, taken_at: float) -> str:
@@ -177,22 +183,29 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
 
 
 def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
-    """Create missing approval requests; return {interrupt_id: resume value} for decided ones."""
-    items: list[dict[str, Any]] = []
-    values: dict[str, Any] = {}
-    for intr in interrupts:
-        values[intr.id] = intr.value
-        items.extend(
-            protocol.approval_items(
-                interrupt_id=intr.id,
-                value=intr.value,
-                response_schema=getattr(intr, "response_schema", None),
-            )
-        )
-    approval_services.approval_requests_sync(run=run, requests=items)
+    """Create missing approval requests; return {interrupt_id: resume value} for decided ones.
+
+    The run's approvals for these interrupts are read once; the requests are synced (the run
+    locked, the missing ones created and audited) only when some are missing."""
+    items = _approval_items(interrupts)
+    values = {intr.id: intr.value for intr in interrupts}
+    found = {
+        (a.interrupt_id, a.action_index): a
+        for a in run.approvals.filter(interrupt_id__in=list(values))
+    }
+    if any((item["interrupt_id"], item["action_index"]) not in found for item in items):
+        created = approval_services.approval_requests_sync(run=run, requests=items)
+        found.update({(a.interrupt_id, a.action_index): a for a in created})
+        if any((item["interrupt_id"], item["action_index"]) not in found for item in items):
+            # Created meanwhile by another advance, or not at all (the run was cancelled or
+            # ended): what is stored decides.
+            found = {
+                (a.interrupt_id, a.action_index): a
+                for a in run.approvals.filter(interrupt_id__in=list(values))
+            }
     by_interrupt: dict[str, list[ApprovalRequest]] = {}
-    for approval in run.approvals.filter(interrupt_id__in=list(values)).order_by("action_index"):
-        by_interrupt.setdefault(approval.interrupt_id, []).append(approval)
+    for (interrupt_id, _), approval in sorted(found.items(), key=lambda kv: kv[0][1]):
+        by_interrupt.setdefault(interrupt_id, []).append(approval)
     resume: dict[str, Any] = {}
     for interrupt_id, approvals in by_interrupt.items():
         if any(a.status == ApprovalRequest.Status.PENDING for a in approvals):
@@ -202,6 +215,20 @@ def _sync_and_collect(run: AgentRun, interrupts: Any) -> dict[str, Any]:
             value=values[interrupt_id], decisions=decisions
         )
     return resume
+
+
+def _approval_items(interrupts: Any) -> list[dict[str, Any]]:
+    """The approval request items of the pending interrupts (hitl.protocol)."""
+    items: list[dict[str, Any]] = []
+    for intr in interrupts:
+        items.extend(
+            protocol.approval_items(
+                interrupt_id=intr.id,
+                value=intr.value,
+                response_schema=getattr(intr, "response_schema", None),
+            )
+        )
+    return items
 
 
 def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Heartbeat) -> str:
@@ -216,29 +243,27 @@ def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Hear
     config["configurable"][EPOCH] = beat.epoch
     config["configurable"][GUARD] = beat
     for update in graph.stream(graph_input, config, stream_mode="updates", durability="sync"):
-        budget_spend(run, update)
-        fresh = AgentRun.objects.only(
-            "steps_used", "tokens_used", "cancel_requested", "lease_owner"
-        ).get(pk=run.pk)
+        # The step's budget and what the runner checks between steps, in one statement.
+        fresh = budget_spend(run, update)
         if beat.lost.is_set():
             raise LeaseLost()
-        if fresh.cancel_requested:
-            return _compensate_cancelled(run)
-        budget_check(fresh)
+        if fresh is not None:  # None: the update was only the pause (no step, no statement)
+            if fresh.cancel_requested:
+                return _compensate_cancelled(run)
+            budget_check(fresh)
         if time.time() > deadline:
             return _continue(run, reason="advance deadline reached")
     state = graph.get_state(thread_config(run))
     if state.interrupts:
-        _sync_and_collect(run, state.interrupts)
-        # A decision made since we took the lease set the wake flag: the lease release
-        # queues the next advance.
-        approval_services.run_mark_waiting(run=run)
+        # The approval requests and the move to waiting, in one transaction. A decision made
+        # since we took the lease set the wake flag: the lease release queues the next advance.
+        approval_services.approval_requests_sync(
+            run=run, requests=_approval_items(state.interrupts), waiting=True
+        )
         return "waiting"
     if state.next:
         raise RuntimeError(f"graph stopped with pending nodes {state.next} and no interrupt")
-    approval_services.run_mark_completed(
-        run=AgentRun.objects.get(pk=run.pk), output=jsonable(state.values)
-    )
+    approval_services.run_mark_completed(run=run, output=jsonable(state.values))
     return "completed"
 
 

@@ -9,31 +9,45 @@ from langchain_core.messages import BaseMessage
 
 from approvals import services as approval_services
 from approvals.models import AgentRun
+from approvals.services.runs import RunProgress
 
 
 class BudgetExceeded(Exception):
     """The run spent its step or token budget (kept across resumes)."""
 
 
-def budget_spend(run: AgentRun, update: dict[str, Any]) -> None:
-    """Count the steps and model tokens of one streamed update against the run's budget.
+def budget_spend(run: AgentRun, update: dict[str, Any]) -> RunProgress | None:
+    """Count the steps and model tokens of one streamed update against the run's budget, and
+    return the run's counters and stop signals as that update left them (one statement).
 
     An update LangGraph replays from a task's saved writes (``__metadata__.cached``: the task
     ran in an earlier advance whose step did not complete) was counted then: not again, and it
-    is no progress."""
+    is no progress (its statement only reads the signals back). An update that is no step at
+    all (only the pause, ``__interrupt__``, with which the stream ends) costs no statement and
+    returns None: the transition that follows it is refused for a cancelled run anyway."""
     if (update.get("__metadata__") or {}).get("cached"):
-        return
+        return _progress(run, approval_services.run_budget_add(run=run))
     steps = sum(1 for node in update if node not in ("__interrupt__", "__metadata__"))
-    tokens = _tokens_in(update)
-    counted = AgentRun.objects.values_list("tokens_used", flat=True).get(pk=run.pk)
+    tokens, state_tokens = _tokens_in(update), _state_tokens(update)
+    if not (steps or tokens or state_tokens):
+        return None
     # Graphs that keep a cumulative "tokens_used" in their state (it survives resumes
     # with the checkpoint) are the source of truth; the run mirrors it.
-    tokens = max(tokens, _state_tokens(update) - counted)
-    if steps or tokens:
-        approval_services.run_budget_add(run=run, steps=steps, tokens=tokens)
+    return _progress(
+        run,
+        approval_services.run_budget_add(
+            run=run, steps=steps, tokens=tokens, tokens_at_least=state_tokens
+        ),
+    )
 
 
-def budget_check(run: AgentRun) -> None:
+def _progress(run: AgentRun, progress: RunProgress | None) -> RunProgress:
+    if progress is None:
+        raise AgentRun.DoesNotExist(f"run {run.pk} is gone")
+    return progress
+
+
+def budget_check(run: AgentRun | RunProgress) -> None:
     """Raise BudgetExceeded when the stored counters passed the limits."""
     if run.steps_used > settings.RUN_MAX_STEPS:
         raise BudgetExceeded(f"step budget exhausted ({run.steps_used} > {settings.RUN_MAX_STEPS})")

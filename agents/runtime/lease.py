@@ -35,7 +35,50 @@ def lease_owner_new() -> str:
 
 
 def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
-    """Take the run's lease unless another live worker holds it; None when we may not run."""
+    """Take the run's lease unless another live worker holds it; None when we may not run.
+
+    A compare-and-set, no transaction of its own: read the row, then one conditional UPDATE
+    that moves only the row as read (same lease, same epoch, same ``updated_at``, which every
+    transition, cancel and flag moves). Anything that changed it in between makes the UPDATE
+    match nothing, and we read again; a heartbeat that extended the lease makes it held."""
+    for _ in range(_CAS_ATTEMPTS):
+        now = timezone.now()
+        run = AgentRun.objects.filter(pk=run_id).first()
+        if run is None:
+            return None
+        held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
+        if held and run.lease_owner != owner:
+            return None
+        # Whatever asked for this advance is now being handled: we read the state after this.
+        taken = {
+            "lease_owner": owner,
+            "lease_expires_at": now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS),
+            "lease_epoch": run.lease_epoch + 1,  # the fencing token of this lease
+            "wake_requested": False,
+            "updated_at": now,
+        }
+        moved = AgentRun.objects.filter(
+            pk=run_id,
+            lease_owner=run.lease_owner,
+            lease_expires_at=run.lease_expires_at,
+            lease_epoch=run.lease_epoch,
+            updated_at=run.updated_at,
+        ).update(**taken)
+        if moved:
+            # Who held it before: a run still "running" here means that advance died mid-step.
+            run.previous_lease_owner = run.lease_owner
+            for name, value in taken.items():
+                setattr(run, name, value)
+            return run
+    return _lease_acquire_locked(run_id=run_id, owner=owner)
+
+
+# Each failed attempt means another writer moved the run meanwhile; then the row lock decides.
+_CAS_ATTEMPTS = 3
+
+
+def _lease_acquire_locked(*, run_id: Any, owner: str) -> AgentRun | None:
+    """``lease_acquire`` under the row lock (when the run keeps changing under the CAS)."""
     now = timezone.now()
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().filter(pk=run_id).first()
@@ -44,12 +87,10 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
         held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
         if held and run.lease_owner != owner:
             return None
-        # Who held it before: a run still "running" here means that advance died mid-step.
         run.previous_lease_owner = run.lease_owner
         run.lease_owner = owner
         run.lease_expires_at = now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
-        run.lease_epoch += 1  # the fencing token of this lease
-        # Whatever asked for this advance is now being handled: we read the state after this.
+        run.lease_epoch += 1
         run.wake_requested = False
         run.save(
             update_fields=[
@@ -72,15 +113,24 @@ def lease_epoch_raise(*, run_id: Any, owner: str, above: int) -> int:
 
 
 def lease_release(*, run_id: Any, owner: str) -> None:
-    """Give the lease back; if an advance was asked for meanwhile, queue it now."""
-    with transaction.atomic():
-        run = AgentRun.objects.select_for_update().filter(pk=run_id, lease_owner=owner).first()
-        if run is None:
-            return
-        AgentRun.objects.filter(pk=run_id).update(lease_owner="", lease_expires_at=None)
-        if run.wake_requested:
-            # Its own task was skipped while we held the lease (lost wake-up otherwise).
-            approval_services.run_advance_enqueue(run_id=run_id)
+    """Give the lease back; if an advance was asked for meanwhile, queue it now.
+
+    One conditional UPDATE that returns the wake flag as it stood when the row was released:
+    a decision committed before it is seen here, one committed after it queues its own
+    advance, which then finds the lease free."""
+    table = connection.ops.quote_name(AgentRun._meta.db_table)
+    pk = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
+    # One statement: no transaction of its own (the queued advance goes out once it commits).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET lease_owner = '', lease_expires_at = NULL"
+            " WHERE id = %s AND lease_owner = %s RETURNING wake_requested",
+            [pk, owner],
+        )
+        row = cursor.fetchone()
+    if row is not None and row[0]:
+        # Its own task was skipped while we held the lease (lost wake-up otherwise).
+        approval_services.run_advance_enqueue(run_id=run_id, flagged=True)
 
 
 def lease_margin_seconds() -> float:

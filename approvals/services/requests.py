@@ -11,24 +11,35 @@ from django.utils import timezone
 from approvals import policy
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
+from approvals.services import runs
 from audit.canonical import canonical_hash
 from audit.services import event_record
 
 
 def approval_requests_sync(
-    *, run: AgentRun, requests: list[dict[str, Any]]
+    *, run: AgentRun, requests: list[dict[str, Any]], waiting: bool = False
 ) -> list[ApprovalRequest]:
     """One ApprovalRequest per pending interrupt action; creates only what is missing.
 
     Each item: interrupt_id, action_index, tool, args, payload, tier, allowed_decisions,
     expires_at (datetime). Unique (run, interrupt_id, action_index) makes a repeated advance
-    create nothing twice.
+    create nothing twice. With ``waiting``, the run also moves to waiting (the worker's
+    transition, fenced like the others: RunStopped for a cancelled or finished run) in the same
+    transaction, its "run.waiting" event after the requests' own.
     """
     created: list[ApprovalRequest] = []
     with transaction.atomic():
-        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
-        if locked.cancel_requested or locked.is_terminal:
-            return created  # nothing new to decide on a cancelled or finished run
+        if waiting:
+            # The conditional UPDATE takes the row lock that the check below would take.
+            runs.run_move(run=run, status=AgentRun.Status.WAITING)
+        else:
+            locked = (
+                AgentRun.objects.select_for_update()
+                .only("status", "cancel_requested")
+                .get(pk=run.pk)
+            )
+            if locked.cancel_requested or locked.is_terminal:
+                return created  # nothing new to decide on a cancelled or finished run
         existing = set(run.approvals.values_list("interrupt_id", "action_index"))
         version = policy.policy_version_current()
         for item in requests:
@@ -83,6 +94,8 @@ def approval_requests_sync(
                 )
             notifications_create(approval=approval, event=Notification.Event.REQUEST, tier=tier)
             created.append(approval)
+        if waiting:
+            event_record(action="run.waiting", actor=f"agent:{run.pk}", run_id=run.pk, data={})
     return created
 
 

@@ -3,13 +3,16 @@ queueing an advance. Each records its audit event in the same transaction (invar
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -43,14 +46,16 @@ def run_transitions_fenced(*, lease_owner: str) -> Iterator[None]:
         _acting_lease.reset(token)
 
 
-def run_advance_enqueue(*, run_id: Any) -> None:
+def run_advance_enqueue(*, run_id: Any, flagged: bool = False) -> None:
     """Queue an advance of the run once the current transaction commits.
 
     The wake flag is set in the same transaction: a worker holding the run's lease at that
     moment sees it when it releases the lease and queues the run again, so a decision made
-    while the run is busy is never lost.
+    while the run is busy is never lost. ``flagged``: the caller already set it in this
+    transaction (a new run's insert, a lease release that found it set).
     """
-    AgentRun.objects.filter(pk=run_id).update(wake_requested=True)
+    if not flagged:
+        AgentRun.objects.filter(pk=run_id).update(wake_requested=True)
     transaction.on_commit(lambda: async_task(contract.RUN_ADVANCE_TASK, str(run_id), group="runs"))
 
 
@@ -75,6 +80,7 @@ def run_create(
             requested_by=requested_by,
             parent_run=parent,
             forked_from_checkpoint=forked_from_checkpoint,
+            wake_requested=True,  # its advance is queued below, on commit
         )
         run.thread_id = str(run.id)
         run.save(force_insert=True)
@@ -89,29 +95,52 @@ def run_create(
                 **(fork_data or {}),
             }
         event_record(action=action, actor=requested_by, run_id=run.id, data=data, request=request)
-        run_advance_enqueue(run_id=run.id)
+        run_advance_enqueue(run_id=run.id, flagged=True)
     return run
 
 
 def _run_transition(
     run: AgentRun, *, status: str, action: str, data: dict[str, Any] | None = None, **fields: Any
 ) -> AgentRun:
+    """Move the run to ``status`` and record ``action`` in the same transaction."""
     with transaction.atomic():
-        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
-        acting = _acting_lease.get()
-        if acting is not None and locked.lease_owner != acting:
-            raise LeaseLostError(f"worker {acting} no longer holds the lease of run {locked.pk}")
-        if locked.status != status and (locked.cancel_requested or locked.is_terminal):
-            # A cancel (or an end) that landed while a worker ran must not be overwritten.
-            raise RunStopped(f"run {locked.pk} is {locked.status}; not moving it to {status}")
-        locked.status = status
-        for name, value in fields.items():
-            setattr(locked, name, value)
-        if status in AgentRun.TERMINAL and locked.finished_at is None:
-            locked.finished_at = timezone.now()
-        locked.save()
-        event_record(action=action, actor=f"agent:{locked.id}", run_id=locked.id, data=data or {})
-    return locked
+        moved = run_move(run=run, status=status, **fields)
+        event_record(action=action, actor=f"agent:{run.pk}", run_id=run.pk, data=data or {})
+    return moved
+
+
+def run_move(*, run: AgentRun, status: str, **fields: Any) -> AgentRun:
+    """The write of a transition, for a caller that records its event in the same transaction:
+    one conditional UPDATE (it takes the row lock). Raises LeaseLostError when the acting
+    lease is gone, RunStopped over a cancel or an end that landed while a worker ran (unless
+    the run already is in ``status``). Returns ``run`` as moved (a copy; the fields this
+    transition did not set are as the caller read them)."""
+    acting = _acting_lease.get()
+    now = timezone.now()
+    where = Q(pk=run.pk) & (
+        Q(status=status) | (Q(cancel_requested=False) & ~Q(status__in=AgentRun.TERMINAL))
+    )
+    if acting is not None:
+        where &= Q(lease_owner=acting)
+    values: dict[str, Any] = {"status": status, "updated_at": now, **fields}
+    if status in AgentRun.TERMINAL:
+        values["finished_at"] = Coalesce(F("finished_at"), Value(now))
+    if not AgentRun.objects.filter(where).update(**values):
+        _transition_refused(run, status=status, acting=acting)
+    moved = copy.copy(run)
+    for name, value in {"status": status, "updated_at": now, **fields}.items():
+        setattr(moved, name, value)
+    if status in AgentRun.TERMINAL and moved.finished_at is None:
+        moved.finished_at = now
+    return moved
+
+
+def _transition_refused(run: AgentRun, *, status: str, acting: str | None) -> None:
+    """Why the conditional UPDATE moved nothing, as the error the worker stops on."""
+    locked = AgentRun.objects.only("lease_owner", "status", "cancel_requested").get(pk=run.pk)
+    if acting is not None and locked.lease_owner != acting:
+        raise LeaseLostError(f"worker {acting} no longer holds the lease of run {locked.pk}")
+    raise RunStopped(f"run {locked.pk} is {locked.status}; not moving it to {status}")
 
 
 def run_mark_running(*, run: AgentRun, resumed: bool) -> AgentRun:
@@ -274,10 +303,40 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
     return locked
 
 
-def run_budget_add(*, run: AgentRun, steps: int = 0, tokens: int = 0) -> None:
-    """Persist spent budget after each step, so a resume never resets it. A step done is
-    progress: the failure budget counts failures since the last one (RUN_MAX_FAILURES)."""
-    progress = {"failure_count": 0} if steps else {}
-    AgentRun.objects.filter(pk=run.pk).update(
-        steps_used=F("steps_used") + steps, tokens_used=F("tokens_used") + tokens, **progress
+@dataclass(frozen=True)
+class RunProgress:
+    """A run's counters and stop signals as one budget update left them."""
+
+    steps_used: int
+    tokens_used: int
+    cancel_requested: bool
+    lease_owner: str
+
+
+def run_budget_add(
+    *, run: AgentRun, steps: int = 0, tokens: int = 0, tokens_at_least: int = 0
+) -> RunProgress | None:
+    """Persist spent budget after each step, so a resume never resets it, and read back what
+    the runner checks between steps (counters, cancel, lease) in the same statement.
+
+    ``tokens_used`` becomes ``max(tokens_used + tokens, tokens_at_least)`` (graphs that keep a
+    cumulative count in their state are the source of truth). A step done is progress: the
+    failure budget counts failures since the last one (RUN_MAX_FAILURES). None: no such run.
+    """
+    table = connection.ops.quote_name(AgentRun._meta.db_table)
+    greatest = "GREATEST" if connection.vendor == "postgresql" else "MAX"  # SQLite: scalar max
+    progress = ", failure_count = 0" if steps else ""
+    pk = AgentRun._meta.pk.get_db_prep_value(run.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET steps_used = steps_used + %s,"
+            f" tokens_used = {greatest}(tokens_used + %s, %s){progress}"
+            " WHERE id = %s RETURNING steps_used, tokens_used, cancel_requested, lease_owner",
+            [int(steps), int(tokens), int(tokens_at_least), pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return RunProgress(
+        steps_used=row[0], tokens_used=row[1], cancel_requested=bool(row[2]), lease_owner=row[3]
     )
