@@ -40,23 +40,44 @@ class MetricsCount(models.Model):
         return f"{self.dimension}={self.group_key} {self.outcome} L{self.level}:{self.block}"
 
 
-class MetricsBucket(models.Model):
-    """Decisions by a person in one log bucket of time to decision (see rollups.bucket_of)."""
+class MetricsHistogram(models.Model):
+    """One cell's time-to-decision histogram: decisions by a person per log bucket
+    (see rollups.bucket_of), as a JSON object ``{"<bucket>": n}``, so a report reads one row
+    per block and key instead of one per bucket (bench/metrics.py measured both)."""
 
     level = models.PositiveSmallIntegerField()
     block = models.IntegerField()
     dimension = models.CharField(max_length=10)
     group_key = models.CharField(max_length=150)
-    bucket = models.IntegerField()
-    n = models.BigIntegerField(default=0)
+    counts = models.JSONField(default=dict)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["level", "block", "dimension", "group_key", "bucket"],
-                name="metrics_bucket_cell",
+                fields=["level", "block", "dimension", "group_key"],
+                name="metrics_histogram_cell",
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.dimension}={self.group_key} L{self.level}:{self.block}"
+
+
+class MetricsBucket(models.Model):
+    """The histograms read as one row per bucket (a database view over MetricsHistogram, for
+    tests and ad-hoc queries; read-only, and ``id`` is the histogram's: read with values)."""
+
+    id = models.BigIntegerField(primary_key=True)
+    level = models.PositiveSmallIntegerField()
+    block = models.IntegerField()
+    dimension = models.CharField(max_length=10)
+    group_key = models.CharField(max_length=150)
+    bucket = models.IntegerField()
+    n = models.BigIntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "approvals_metricsbucket"
 
     def __str__(self) -> str:
         return f"{self.dimension}={self.group_key} b{self.bucket} L{self.level}:{self.block}"

@@ -11,14 +11,17 @@ and a bucket reads back as ``2 * GAMMA**b / (GAMMA + 1)``, so every value read b
 relative ``ALPHA`` (1%) of every value the bucket holds (DDSketch's construction). Durations
 under ``MIN_SECONDS`` share one bucket that reads back as 0.
 
-Writes are two statements, ``INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n``: atomic
-on Postgres and SQLite, so concurrent decisions never lose a count; rows go in one fixed order,
-so two transactions never wait on each other's rows in a cycle.
+Writes are two statements, ``INSERT ... ON CONFLICT DO UPDATE``: counters add ``excluded.n``,
+a cell's histogram (one JSON object ``{"<bucket>": n}`` per cell, MetricsHistogram) is merged
+with the new one key by key inside the statement (``jsonb_each_text`` / ``json_each``): atomic on
+Postgres and SQLite, so concurrent decisions never lose a count; rows go in one fixed order, so
+two transactions never wait on each other's rows in a cycle.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import time
 from collections import Counter
@@ -29,7 +32,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import AgentRun, ApprovalRequest
-from approvals.rollup_models import MetricsBucket, MetricsCount
+from approvals.rollup_models import MetricsCount, MetricsHistogram
 
 ALPHA = 0.01
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -190,10 +193,38 @@ def _count_rows(counts: Counter) -> list[tuple]:
     return [(*cell, *values) for cell, values in sorted(merged.items())]
 
 
+def _histograms(buckets: Counter) -> dict[tuple, dict[str, int]]:
+    """{(level, block, dimension, key): {"<bucket>": n}} from {(cell..., bucket): n}."""
+    cells: dict[tuple, dict[str, int]] = {}
+    for (*cell, bucket), n in buckets.items():
+        cells.setdefault(tuple(cell), {})[str(bucket)] = n
+    return cells
+
+
+def _histogram_rows(buckets: Counter) -> list[tuple]:
+    """(level, block, dimension, key, '{"<bucket>": n}') per cell, in sorted order."""
+    return [(*cell, json.dumps(counts)) for cell, counts in sorted(_histograms(buckets).items())]
+
+
+def _histogram_merge(table: str) -> str:
+    """The SQL expression of a stored histogram plus ``excluded``'s, key by key."""
+    if connection.vendor == "postgresql":
+        return (
+            "(SELECT jsonb_object_agg(key, total) FROM (SELECT key, SUM(value::bigint) AS total "
+            f"FROM (SELECT key, value FROM jsonb_each_text({table}.counts) UNION ALL "
+            "SELECT key, value FROM jsonb_each_text(excluded.counts)) AS u GROUP BY key) AS s)"
+        )
+    return (
+        "(SELECT json_group_object(key, total) FROM (SELECT key, SUM(value) AS total "
+        f"FROM (SELECT key, value FROM json_each({table}.counts) UNION ALL "
+        "SELECT key, value FROM json_each(excluded.counts)) GROUP BY key))"
+    )
+
+
 def _upsert(*, counts: Counter, buckets: Counter, chunk: int = 500) -> None:
     """Add the cells, in sorted order (the same lock order in every transaction)."""
     count_table = MetricsCount._meta.db_table
-    bucket_table = MetricsBucket._meta.db_table
+    histogram_table = MetricsHistogram._meta.db_table
     count_sql = (
         f"INSERT INTO {count_table} "
         "(level, block, dimension, group_key, outcome, n, escalated, reminded) VALUES {values} "
@@ -202,18 +233,18 @@ def _upsert(*, counts: Counter, buckets: Counter, chunk: int = 500) -> None:
         f"escalated = {count_table}.escalated + excluded.escalated, "
         f"reminded = {count_table}.reminded + excluded.reminded"
     )
-    bucket_sql = (
-        f"INSERT INTO {bucket_table} (level, block, dimension, group_key, bucket, n) "
-        "VALUES {values} ON CONFLICT (level, block, dimension, group_key, bucket) "
-        f"DO UPDATE SET n = {bucket_table}.n + excluded.n"
+    histogram_sql = (
+        f"INSERT INTO {histogram_table} (level, block, dimension, group_key, counts) "
+        "VALUES {values} ON CONFLICT (level, block, dimension, group_key) "
+        f"DO UPDATE SET counts = {_histogram_merge(histogram_table)}"
     )
+    as_json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
     statements = (
-        (count_sql, _count_rows(counts), 8),
-        (bucket_sql, [(*cell, n) for cell, n in sorted(buckets.items())], 6),
+        (count_sql, _count_rows(counts), "(" + ", ".join(["%s"] * 8) + ")"),
+        (histogram_sql, _histogram_rows(buckets), f"(%s, %s, %s, %s, {as_json})"),
     )
     with connection.cursor() as cursor:
-        for sql, rows, width in statements:
-            placeholder = "(" + ", ".join(["%s"] * width) + ")"
+        for sql, rows, placeholder in statements:
             for start in range(0, len(rows), chunk):
                 part = rows[start : start + chunk]
                 cursor.execute(
@@ -255,13 +286,13 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
         )
     )
     count_table = MetricsCount._meta.db_table
-    bucket_table = MetricsBucket._meta.db_table
+    histogram_table = MetricsHistogram._meta.db_table
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                cursor.execute(f"LOCK TABLE {count_table}, {bucket_table} IN EXCLUSIVE MODE")
+                cursor.execute(f"LOCK TABLE {count_table}, {histogram_table} IN EXCLUSIVE MODE")
         MetricsCount.objects.all().delete()
-        MetricsBucket.objects.all().delete()
+        MetricsHistogram.objects.all().delete()
         if connection.vendor == "postgresql":
             total = _level0_by_sql()
             progress(f"  level 0: {total:,} approvals ({time.perf_counter() - started:.1f} s)")
@@ -314,7 +345,11 @@ def _level0_by_python(closed: Any, *, batch: int, started: float, progress: Call
 def _levels_above() -> None:
     """Each level above 0: one INSERT ... SELECT ... GROUP BY over the level below."""
     count_table = MetricsCount._meta.db_table
-    bucket_table = MetricsBucket._meta.db_table
+    histogram_table = MetricsHistogram._meta.db_table
+    if connection.vendor == "postgresql":
+        each, value, collect = "jsonb_each_text", "e.value::bigint", "jsonb_object_agg"
+    else:
+        each, value, collect = "json_each", "e.value", "json_group_object"
     with connection.cursor() as cursor:
         for level in range(1, LEVELS):  # integers of ours, never input
             cursor.execute(
@@ -326,10 +361,12 @@ def _levels_above() -> None:
                 "GROUP BY block / 2, dimension, group_key, outcome"
             )
             cursor.execute(
-                f"INSERT INTO {bucket_table} (level, block, dimension, group_key, bucket, n) "
-                f"SELECT {level}, block / 2, dimension, group_key, bucket, SUM(n) "
-                f"FROM {bucket_table} WHERE level = {level - 1} "
-                "GROUP BY block / 2, dimension, group_key, bucket"
+                f"INSERT INTO {histogram_table} (level, block, dimension, group_key, counts) "
+                f"SELECT {level}, block, dimension, group_key, {collect}(bucket, n) FROM ("
+                f"SELECT h.block / 2 AS block, h.dimension, h.group_key, e.key AS bucket, "
+                f"SUM({value}) AS n FROM {histogram_table} h, {each}(h.counts) e "
+                f"WHERE h.level = {level - 1} GROUP BY h.block / 2, h.dimension, h.group_key, "
+                "e.key) AS b GROUP BY block, dimension, group_key"
             )
 
 
@@ -338,7 +375,7 @@ def _level0_by_sql() -> int:
     (the same definitions as ``_cells``, in SQL), and the decision days in a third."""
     approvals = ApprovalRequest._meta.db_table
     count_table = MetricsCount._meta.db_table
-    bucket_table = MetricsBucket._meta.db_table
+    histogram_table = MetricsHistogram._meta.db_table
     outcome = (
         "CASE WHEN a.decided_by_id IS NULL THEN 'expired' "
         + "".join(
@@ -382,9 +419,11 @@ def _level0_by_sql() -> int:
             f"WHERE person AND dimension = 'tier' GROUP BY day, {bars}"
         )
         cursor.execute(
-            f"INSERT INTO {bucket_table} (level, block, dimension, group_key, bucket, n) "
-            f"SELECT 0, day, dimension, group_key, {bucket}, COUNT(*) FROM ({closed}) AS c "
-            f"WHERE person GROUP BY day, dimension, group_key, {bucket}"
+            f"INSERT INTO {histogram_table} (level, block, dimension, group_key, counts) "
+            "SELECT 0, day, dimension, group_key, jsonb_object_agg(bucket, n) FROM ("
+            f"SELECT day, dimension, group_key, {bucket} AS bucket, COUNT(*) AS n "
+            f"FROM ({closed}) AS c WHERE person GROUP BY day, dimension, group_key, {bucket}"
+            ") AS b GROUP BY day, dimension, group_key"
         )
         cursor.execute(
             f"INSERT INTO {count_table} "
@@ -419,12 +458,12 @@ def _insert(*, counts: Counter, buckets: Counter, decision_days: Counter) -> Non
         ],
         batch_size=5000,
     )
-    MetricsBucket.objects.bulk_create(
+    MetricsHistogram.objects.bulk_create(
         [
-            MetricsBucket(
-                level=level, block=block, dimension=dimension, group_key=key, bucket=b, n=n
+            MetricsHistogram(
+                level=level, block=block, dimension=dimension, group_key=key, counts=histogram
             )
-            for (level, block, dimension, key, b), n in buckets.items()
+            for (level, block, dimension, key), histogram in _histograms(buckets).items()
         ],
         batch_size=5000,
     )

@@ -80,10 +80,12 @@ def main() -> int:
     from django.utils import timezone
 
     from approvals.models import ApprovalRequest
-    from approvals.rollup_models import MetricsBucket, MetricsCount
+    from approvals.rollup_models import MetricsBucket, MetricsCount, MetricsHistogram
     from approvals.rollups import rollups_rebuild
     from console.metrics.definitions import GROUPS
+    from console.metrics.portable import metrics_runs_by_status
     from console.metrics.report import metrics_report
+    from console.metrics.rollup import _blocks, _percentiles, day_range, day_start
 
     server = connection.cursor().connection.info.server_version
     print(f"database: {urlsplit(url).path.lstrip('/')} (PostgreSQL {server // 10000})")
@@ -102,11 +104,12 @@ def main() -> int:
         rollups_rebuild(batch=200_000, progress=lambda line: print(line, flush=True))
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE approvals_metricscount")
-            cursor.execute("VACUUM ANALYZE approvals_metricsbucket")
+            cursor.execute("VACUUM ANALYZE approvals_metricshistogram")
         figure(f"backfill (metrics_backfill), {label}", time.perf_counter() - started, "s")
     print(
         f"  rollup rows: {MetricsCount.objects.count():,} counters, "
-        f"{MetricsBucket.objects.count():,} histogram buckets"
+        f"{MetricsHistogram.objects.count():,} histograms holding "
+        f"{MetricsBucket.objects.count():,} buckets"
     )
     latest = ApprovalRequest.objects.order_by("-created_at").values_list("created_at", flat=True)[0]
     now = max(latest, timezone.now())
@@ -143,6 +146,21 @@ def main() -> int:
                 goal="<= 50 ms",
             )
     figure(f"worst p95 over every window and grouping, {label}", max(worst), "ms", anchor=anchor)
+    # Where a report's time goes: the percentiles (one histogram row per block and key, summed
+    # in Python) and runs by status (a live count over approvals_agentrun, not rolled up).
+    for window in WINDOWS:
+        first, last = day_range(window_days=window, now=now)
+        blocks = _blocks(first, last)
+        percentiles, _ = timed(
+            lambda b=blocks: _percentiles(b, ["agent", "reviewer", "tier", "tool"]),
+            repeat=args.repeat,
+        )
+        runs, _ = timed(
+            lambda f=first: metrics_runs_by_status(since=day_start(f), now=now),
+            repeat=args.repeat,
+        )
+        figure(f"  of which percentiles, {window:>3} d", percentiles * 1000, "ms", anchor=anchor)
+        figure(f"  of which runs by status (live), {window:>3} d", runs * 1000, "ms", anchor=anchor)
     report = metrics_report(window_days=30, group="reviewer", now=now, source="rollups")
     print(f"  fatigue flags (30 days): {[(f.dimension, f.key) for f in report.fatigue]}")
     return 0

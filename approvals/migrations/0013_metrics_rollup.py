@@ -2,32 +2,37 @@
 
 from django.db import migrations, models
 
+# MetricsBucket: the histograms as one row per bucket (read-only view).
+VIEW = {
+    "postgresql": (
+        "CREATE VIEW approvals_metricsbucket AS SELECT h.id, h.level, h.block, h.dimension, "
+        "h.group_key, e.key::int AS bucket, e.value::bigint AS n "
+        "FROM approvals_metricshistogram h, jsonb_each_text(h.counts) e"
+    ),
+    "sqlite": (
+        "CREATE VIEW approvals_metricsbucket AS SELECT h.id, h.level, h.block, h.dimension, "
+        "h.group_key, CAST(e.key AS INTEGER) AS bucket, e.value AS n "
+        "FROM approvals_metricshistogram h, json_each(h.counts) e"
+    ),
+}
 
-COVERING = (
-    "CREATE INDEX metrics_bucket_read ON approvals_metricsbucket "
-    "(level, block, dimension, group_key, bucket) INCLUDE (n)"
-)
+
+def bucket_view(apps, schema_editor):
+    schema_editor.execute(VIEW[schema_editor.connection.vendor])
 
 
-def covering_index(apps, schema_editor):
-    """Postgres: the report reads the buckets by index only (SQLite has no INCLUDE)."""
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(COVERING)
-
-
-def covering_index_drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP INDEX IF EXISTS metrics_bucket_read")
+def bucket_view_drop(apps, schema_editor):
+    schema_editor.execute("DROP VIEW IF EXISTS approvals_metricsbucket")
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0012_webhook_url_removed"),
+        ("approvals", "0015_due_indexes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="MetricsBucket",
+            name="MetricsHistogram",
             fields=[
                 (
                     "id",
@@ -39,14 +44,13 @@ class Migration(migrations.Migration):
                 ("block", models.IntegerField()),
                 ("dimension", models.CharField(max_length=10)),
                 ("group_key", models.CharField(max_length=150)),
-                ("bucket", models.IntegerField()),
-                ("n", models.BigIntegerField(default=0)),
+                ("counts", models.JSONField(default=dict)),
             ],
             options={
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("level", "block", "dimension", "group_key", "bucket"),
-                        name="metrics_bucket_cell",
+                        fields=("level", "block", "dimension", "group_key"),
+                        name="metrics_histogram_cell",
                     )
                 ],
             },
@@ -78,5 +82,18 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunPython(covering_index, covering_index_drop),
+        migrations.CreateModel(
+            name="MetricsBucket",
+            fields=[
+                ("id", models.BigIntegerField(primary_key=True, serialize=False)),
+                ("level", models.PositiveSmallIntegerField()),
+                ("block", models.IntegerField()),
+                ("dimension", models.CharField(max_length=10)),
+                ("group_key", models.CharField(max_length=150)),
+                ("bucket", models.IntegerField()),
+                ("n", models.BigIntegerField()),
+            ],
+            options={"managed": False, "db_table": "approvals_metricsbucket"},
+        ),
+        migrations.RunPython(bucket_view, bucket_view_drop),
     ]

@@ -35,7 +35,12 @@ from console.metrics.portable import (
     rows_by_queries,
     window,
 )
-from console.metrics.postgres import on_postgres, postgres_tune, rows_by_grouping_sets
+from console.metrics.postgres import (
+    ROLLUP_SETTINGS,
+    on_postgres,
+    postgres_tune,
+    rows_by_grouping_sets,
+)
 from console.metrics.rollup import (
     day_range,
     day_start,
@@ -166,6 +171,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         per_day = metrics_decisions_per_day(since=since, now=now)
         time_to_decision = metrics_time_to_decision(since=since, now=now)
     else:  # the rollups: whole UTC days, percentiles within ALPHA
+        postgres_tune(ROLLUP_SETTINGS)  # inside metrics_report()'s transaction
         first, last = day_range(window_days=window_days, now=now)
         since = day_start(first)
         computed = rows_from_rollups(groups=groups, first=first, last=last)

@@ -13,12 +13,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from approvals.rollup_models import MetricsBucket, MetricsCount
+from approvals.rollup_models import MetricsBucket, MetricsCount, MetricsHistogram
 from approvals.rollups import (
     ALPHA,
+    GAMMA,
     LEVELS,
     TTD_BAR_BOUNDS,
     approval_rollup_add,
+    approvals_rollup_add,
     blocks_cover,
     bucket_of,
     bucket_value,
@@ -258,3 +260,69 @@ def test_concurrent_closings_of_the_same_cells_lose_no_count(alice, bob):
     assert set(MetricsCount.objects.filter(dimension="tier").values_list("n", flat=True)) == {
         len(ids)
     }
+
+
+# --- the histogram rows (one JSON object per cell) ---------------------------------------------
+
+
+@pytest.mark.django_db
+def test_one_statement_merges_several_buckets_into_a_stored_histogram(alice, bob):
+    run = RunFactory(requested_by=alice)
+    now = timezone.now()
+
+    def approval(seconds: float) -> ApprovalRequest:
+        made = ApprovalFactory(
+            run=run,
+            status="approved",
+            decided_by=bob,
+            created_at=now,
+            decided_after=dt.timedelta(seconds=seconds),
+        )
+        return ApprovalRequest.objects.select_related("run", "decided_by").get(pk=made.pk)
+
+    first = [approval(5), approval(5), approval(60)]
+    second = [approval(60), approval(3600)]
+    with transaction.atomic():
+        approvals_rollup_add(approvals=first)
+    with transaction.atomic():
+        approvals_rollup_add(approvals=second)
+
+    expected = {bucket_of(5): 2, bucket_of(60): 2, bucket_of(3600): 1}
+    reviewer = MetricsHistogram.objects.get(level=0, dimension="reviewer", group_key="bob")
+    assert {int(bucket): n for bucket, n in reviewer.counts.items()} == expected
+    assert MetricsHistogram.objects.filter(dimension="reviewer").count() == LEVELS  # a row a level
+    assert (
+        dict(
+            MetricsBucket.objects.filter(level=LEVELS - 1, dimension="tier").values_list(
+                "bucket", "n"
+            )
+        )
+        == expected
+    )
+
+
+@pytest.mark.django_db
+def test_the_backfill_puts_durations_at_bucket_boundaries_where_a_decision_does(alice, bob):
+    """On Postgres the backfill computes the bucket in SQL: it must agree with bucket_of."""
+    run = RunFactory(requested_by=alice)
+    created = timezone.now().replace(microsecond=0)
+    for bucket in range(-100, 600, 37):
+        for nudge in (-1, 0, 1):  # a microsecond either side of the boundary, and on it
+            seconds = round(GAMMA**bucket, 6) + nudge / 1_000_000
+            if seconds <= 0:
+                continue
+            made = ApprovalFactory(
+                run=run,
+                status="approved",
+                decided_by=bob,
+                created_at=created,
+                decided_after=dt.timedelta(seconds=seconds),
+            )
+            approval_rollup_add(
+                approval=ApprovalRequest.objects.select_related("run", "decided_by").get(pk=made.pk)
+            )
+    written = cells()
+
+    rollups_rebuild(progress=lambda line: None)
+
+    assert cells() == written
