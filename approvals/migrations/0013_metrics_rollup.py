@@ -27,7 +27,7 @@ def bucket_view_drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0015_due_indexes"),
+        ("approvals", "0012_webhook_url_removed"),
     ]
 
     operations = [
