@@ -17,7 +17,7 @@ The anchor is one INSERT + COMMIT on the same server, timed in the same run.
 
     .venv/bin/python bench/checkpointer.py                      # 30 runs per saver
     .venv/bin/python bench/checkpointer.py --runs 100
-    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_perfe_checkpointer \
+    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_checkpointer \
         .venv/bin/python bench/checkpointer.py
 
 BENCH_DATABASE_URL names a scratch database (created when missing; the checkpoint tables are
@@ -43,7 +43,7 @@ from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_perfe_checkpointer"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_checkpointer"
 NODES = 6
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")

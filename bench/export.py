@@ -13,7 +13,7 @@ templates + COPY) in a scratch database, then times, beside anchors measured in 
     .venv/bin/python bench/export.py --rows 200000    # quick
     .venv/bin/python bench/export.py --rows 20000000  # 20M: generation takes minutes
 
-BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/bench_perfc_export) is created
+BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/bench_export) is created
 when missing and regenerated when it does not hold exactly --rows events (or with --fresh).
 """
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_perfc_export"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_export"
 sys.path.insert(0, str(ROOT))
 
 from bench.datagen import audit_generate, database_prepare  # noqa: E402

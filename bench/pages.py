@@ -4,9 +4,9 @@ changelist of the same approvals table (Postgres).
 
     .venv/bin/python bench/pages.py                                   # 1M approvals, 2M events
     .venv/bin/python bench/pages.py --rows 10000000 --audit-rows 20000000 \\
-        # with BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_perfc_10m
+        # with BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_pages_10m
 
-BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/bench_perfc_1m) is created when
+BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/bench_pages) is created when
 missing and regenerated when it does not hold exactly --rows approvals (or with --fresh);
 audit events are added until it holds --audit-rows. Prints median and p95 per page, the
 queries per page, and the EXPLAIN ANALYZE of the slowest page's slowest query.
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_perfc_1m"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_pages"
 sys.path.insert(0, str(ROOT))
 
 from bench.datagen import (  # noqa: E402

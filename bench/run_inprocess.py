@@ -14,7 +14,7 @@ trip. "Durable overhead per step" is (run ms - bare ms) / steps. Queries are cou
     .venv/bin/python bench/run_inprocess.py                  # SQLite and Postgres, 5 runs each
     .venv/bin/python bench/run_inprocess.py --runs 20 --db postgres --callers
 
-Postgres uses the scratch database ``bench_perfa`` (BENCH_DATABASE_URL; dropped, created and
+Postgres uses the scratch database ``bench_run`` (BENCH_DATABASE_URL; dropped, created and
 migrated on each start); SQLite a file in a temporary directory. Each database runs in a child
 process (Django binds its database at start-up). BENCH_SQL_LOG=1 prints every query counted,
 by phase.
@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_perfa"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_run"
 sys.path.insert(0, str(ROOT))
 
 GOAL_QUERIES = "<= 40 queries"
@@ -64,7 +64,7 @@ def main() -> int:
     status = 0
     for db in databases:
         env = dict(os.environ)
-        with tempfile.TemporaryDirectory(prefix="bench-perfa-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
             if db == "postgres":
                 url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
                 _postgres_fresh(url)

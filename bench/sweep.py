@@ -3,9 +3,9 @@ steps with 1M pending approvals of which 1k are due.
 
     .venv/bin/python bench/sweep.py
     .venv/bin/python bench/sweep.py --pending 200000 --recover 2000
-    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_perfs .venv/bin/python bench/sweep.py
+    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_sweep .venv/bin/python bench/sweep.py
 
-BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/bench_perfs) names a scratch
+BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/bench_sweep) names a scratch
 database: created when missing, regenerated when it does not hold exactly --pending approvals
 (or with --fresh). The rows are made inside Postgres (``INSERT ... SELECT generate_series``):
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_perfs"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_sweep"
 sys.path.insert(0, str(ROOT))
 
 from bench.datagen import column_defaults, database_prepare  # noqa: E402
