@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -40,11 +41,37 @@ def policy_read_once() -> Iterator[None]:
     if _read_once.get() is not None:
         yield
         return
-    token = _read_once.set({})
+    token = _read_once.set({"checked_at": time.monotonic()})  # see policy_fresh
     try:
         yield
     finally:
         _read_once.reset(token)
+
+
+@contextmanager
+def policy_fresh() -> Iterator[None]:
+    """Inside, the policy is the one in force now, even within ``policy_read_once``, for what
+    nothing checks later (an auto-approval, the ledger's check at execution): a reading older
+    than FRESH_SECONDS is kept only while the policy version (bumped by every change,
+    ``policy_change_record``) is the one checked before it; otherwise it is taken again."""
+    memo = _read_once.get()
+    if memo is not None and time.monotonic() - memo["checked_at"] > FRESH_SECONDS:
+        at = time.monotonic()
+        number = _version_read()
+        if memo.get("checked_version") != number:
+            memo.clear()  # read again from here on, after this version: never older than it
+        memo["checked_version"], memo["checked_at"] = number, at
+    yield
+
+
+# How old a reading policy_fresh takes as the policy in force without asking: about the time
+# between a check and the call it allows, which no reading closes (a change committed meanwhile
+# is concurrent with the call).
+FRESH_SECONDS = 1.0
+
+
+def _version_read() -> int:
+    return PolicyVersion.objects.filter(pk=1).values_list("number", flat=True).first() or 0
 
 
 def _tiers_read() -> dict[str, RiskTier] | None:
@@ -158,7 +185,7 @@ def policy_version_current() -> int:
     memo = _read_once.get()
     if memo is not None and "version" in memo:
         return memo["version"]
-    number = PolicyVersion.objects.filter(pk=1).values_list("number", flat=True).first() or 0
+    number = _version_read()
     if memo is not None:
         memo["version"] = number
     return number

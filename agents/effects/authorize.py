@@ -69,10 +69,12 @@ def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> ApprovalR
             f"approved {canonical_json(approved)}, about to run {canonical_json(args)}"
         )
     spec = tool_find(approval.tool)
-    tier = policy.tier_for_call(
-        tool=approval.tool, args=approved, default_tier=spec.tier if spec else approval.tier
-    )
-    if policy.tier_level(tier) > policy.tier_level(approval.tier):
+    with policy.policy_fresh():  # the policy in force now, not as this advance first read it
+        tier = policy.tier_for_call(
+            tool=approval.tool, args=approved, default_tier=spec.tier if spec else approval.tier
+        )
+        rose = policy.tier_level(tier) > policy.tier_level(approval.tier)
+    if rose:
         raise EffectTierRose(
             f"approval {approval_id} was decided in tier {approval.tier}, but its args now "
             f"fall in tier {tier}; a new approval is needed"

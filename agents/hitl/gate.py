@@ -71,6 +71,14 @@ def approval_gate(
     spec = tool_get(tool)
     tier = policy.tier_for_call(tool=tool, args=args, default_tier=spec.tier)
     if not policy.tier_requires_approval(tier):
+        # Nothing checks an auto-approved call later: only the policy in force now may waive
+        # the person (not the reading policy_read_once took when the advance began).
+        with policy.policy_fresh():
+            tier = policy.tier_for_call(tool=tool, args=args, default_tier=spec.tier)
+            auto = not policy.tier_requires_approval(tier)
+    else:
+        auto = False
+    if auto:
         return {
             "decision": "approve",
             "args": args,

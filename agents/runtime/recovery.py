@@ -46,8 +46,16 @@ def runs_recover(*, limit: int | None = None) -> int:
     unwoken = AgentRun.objects.filter(
         wake_requested=True, lease_expires_at__isnull=True, updated_at__lt=stale
     ).order_by("updated_at")
+    # Woken while a worker held it, and that worker died holding it (a waiting run, or a
+    # cancelled one to compensate: the lapsed query above takes only running and queued runs).
+    # The index run_status_lease (status, lease_expires_at) reads only these.
+    unwoken_lapsed = AgentRun.objects.filter(
+        status__in=(AgentRun.Status.WAITING, AgentRun.Status.CANCELLED),
+        wake_requested=True,
+        lease_expires_at__lt=now,
+    ).order_by("updated_at")
     ids: dict[str, None] = {}
-    for due in (lapsed, orphaned, unwoken):
+    for due in (lapsed, orphaned, unwoken, unwoken_lapsed):
         if len(ids) >= limit:
             break
         ids.update(dict.fromkeys(due.values_list("id", flat=True)[: limit - len(ids)]))
