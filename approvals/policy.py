@@ -8,10 +8,10 @@ queries, read in the caller's transaction.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 

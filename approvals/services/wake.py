@@ -35,7 +35,8 @@ def tasks_enqueue_many(func: str, arguments: Sequence[tuple[Any, ...]], *, group
 
     Each package is built by ``async_task`` itself (signed, with the cluster's options), handed
     to a stand-in broker that keeps it; then the packages go to the real broker together: one
-    multi-row INSERT per 500 with django-q2's ORM broker, one broker (one connection) and, for
+    multi-row INSERT per 500 with django-q2's ORM broker (and one NOTIFY with
+    ``core.wakeup.ListenNotifyORM``), one broker (one connection) and, for
     an ORM-backed one, one transaction otherwise. Call it outside a transaction of yours (on
     commit). In sync mode (``Q_SYNC``) each task runs inline, one by one.
     """
@@ -68,7 +69,11 @@ class _Kept:
 def _push(broker: Any, packages: list[str]) -> None:
     if not packages:
         return
-    if type(broker) is ORM:  # exactly django-q2's: a subclass may do more per task (a notify)
+    enqueue_many = getattr(broker, "enqueue_many", None)
+    if enqueue_many is not None:  # core.wakeup's ORM broker: one INSERT and one NOTIFY
+        enqueue_many(packages)
+        return
+    if type(broker) is ORM:  # exactly django-q2's: a subclass may do more per task
         now = timezone.now()
         key = broker.list_key or Conf.CLUSTER_NAME  # as ORM.enqueue does
         rows = [OrmQ(key=key, payload=package, lock=now) for package in packages]

@@ -127,6 +127,26 @@ def test_an_enqueue_wakes_a_waiting_dequeue_before_its_poll_runs_out(
 
 @on_postgres
 @pytest.mark.django_db(transaction=True)
+def test_tasks_enqueued_in_bulk_wake_a_waiting_dequeue_with_one_notify(
+    broker, waits, looked, monkeypatch
+):
+    monkeypatch.setattr(Conf, "POLL", LONG_POLL)
+    monkeypatch.setattr(Conf, "BULK", 10)
+    thread = Dequeuer(broker)
+    thread.start()
+    assert looked.wait(10)
+    broker.enqueue_many(["first", "second", "third"])
+
+    assert sorted(p for _, p in result_of(thread, timeout=LONG_POLL / 2)) == [
+        "first",
+        "second",
+        "third",
+    ]
+    assert waits == [True]
+
+
+@on_postgres
+@pytest.mark.django_db(transaction=True)
 def test_a_lost_notify_still_delivers_by_poll(broker, waits, monkeypatch):
     monkeypatch.setattr(Conf, "POLL", 0.2)
     # A row the first look cannot take yet and whose NOTIFY never comes (the stock broker
