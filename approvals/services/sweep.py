@@ -114,7 +114,9 @@ def _step(
     done = 0
     for start in range(0, len(ids), CHUNK):
         with transaction.atomic():
-            locked = _lock_due(ids=ids[start : start + CHUNK], field=field, now=now)
+            locked = _lock_due(
+                ids=ids[start : start + CHUNK], field=field, now=now, skip_locked=True
+            )
             acted = [row for row in locked if act(row)]
             if acted:
                 chunk_done(acted)
@@ -122,9 +124,16 @@ def _step(
     return done
 
 
-def _lock_due(*, ids: list[int], field: str, now: dt.datetime) -> list[ApprovalRequest]:
+def _lock_due(
+    *, ids: list[int], field: str, now: dt.datetime, skip_locked: bool = False
+) -> list[ApprovalRequest]:
     """Lock those of ``ids`` still pending with ``field`` due (re-checked under the lock: a
     decision or another sweep that got there first leaves its row out).
+
+    ``skip_locked`` (a chunk of several rows): a row whose approval or run another transaction
+    holds is left for the next pass instead of waited for. A chunk holds the runs of the rows
+    it has locked while it locks the next ones; waiting there for an approval that a decision
+    holds, while that decision waits for the run, is a deadlock (two approvals of one run).
 
     The runs are locked with them, before any audit event takes the chain's lock, as the
     decide path and the worker do (row locks first, then the chain): a chunk that took the
@@ -132,7 +141,7 @@ def _lock_due(*, ids: list[int], field: str, now: dt.datetime) -> list[ApprovalR
     one, and a chunk holding it could deadlock with a decision holding a run.
     """
     return list(
-        ApprovalRequest.objects.select_for_update(of=("self", "run"))
+        ApprovalRequest.objects.select_for_update(of=("self", "run"), skip_locked=skip_locked)
         .select_related("run", "run__requested_by")
         .filter(pk__in=ids, status=ApprovalRequest.Status.PENDING, **{f"{field}__lte": now})
         .order_by(field, "id")

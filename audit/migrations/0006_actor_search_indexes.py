@@ -23,16 +23,27 @@ def forwards(apps, schema_editor):
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS audit_actor_username_upper "
             f"ON {TABLE} (UPPER(actor_username))"
         )
-        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'")
-        if cursor.fetchone() is None:
+        if _trgm_schema(cursor) is None:
             try:
                 cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             except Exception:  # noqa: BLE001 - no privilege: the filter works, unindexed
                 return
+        # The operator class named by its schema: the extension may live outside the search
+        # path (hosted Postgres keeps extensions in a schema of their own).
+        schema = schema_editor.connection.ops.quote_name(_trgm_schema(cursor))
         cursor.execute(
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS audit_actor_upper_trgm "
-            f"ON {TABLE} USING gin (UPPER(actor) gin_trgm_ops)"
+            f"ON {TABLE} USING gin (UPPER(actor) {schema}.gin_trgm_ops)"
         )
+
+
+def _trgm_schema(cursor):
+    cursor.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'pg_trgm'"
+    )
+    row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def backwards(apps, schema_editor):
