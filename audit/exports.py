@@ -11,9 +11,10 @@ from typing import Any
 from django.db.models import QuerySet
 
 from audit.canonical import canonical_json
+from audit.fast_json import json_plain, text_parse
 from audit.models import AuditExport
 from audit.services import CHAIN_VERSION, HASHED_FIELDS, export_complete, hashed_row
-from audit.verify import JSONL_FORMAT, digest_start, json_plain, text_parse
+from audit.verify import JSONL_FORMAT, digest_start
 
 CSV_FORMAT = "audit-csv/1"
 CSV_COLUMNS = (*HASHED_FIELDS, "prev_hash", "hash")

@@ -6,10 +6,8 @@ import datetime as dt
 import decimal
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from json.encoder import c_encode_basestring, c_make_encoder
 from typing import Any
 
 import rfc8785
@@ -18,18 +16,21 @@ from django.db.models import F, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from audit.canonical import _int_or_double, canonical_json, canonical_parse, sha256_hex
+from audit.canonical import canonical_json, canonical_parse, sha256_hex
+from audit.fast_json import (
+    columns_are_text,
+    plain_scanner,
+    text_plain,
+)
 from audit.models import AuditEvent
 from audit.services import (
     CHAIN_VERSION,
     GENESIS_HASH,
     HASHED_FIELDS,
-    _ip_text,
     event_hash,
     hashed_row,
     record_hash,
 )
-from core.json_limits import SAFE_INTEGER
 
 # Files of version 1 hold only chain version 1 lines; version 2 files may hold both kinds.
 JSONL_FORMAT = "audit-jsonl/2"
@@ -39,22 +40,6 @@ EVENT_KEYS = frozenset((*HASHED_FIELDS, "record", "prev_hash", "hash"))
 EVENT_KEYS_V2 = EVENT_KEYS | {"chain_version", "canonical"}
 RECORD_KEYS_V2 = frozenset(("chain_version", *HASHED_FIELDS))
 DB_FIELDS = (*HASHED_FIELDS, "prev_hash", "hash", "chain_version", "canonical")
-
-# canonical_json of plain JSON values (what json.loads gives: no default= needed), built once:
-# JSONEncoder.encode would build the C encoder again for every call.
-_ENCODER = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
-)
-_C_ENCODE = (
-    c_make_encoder(None, _ENCODER.default, c_encode_basestring, None, ":", ",", True, False, True)
-    if c_make_encoder is not None and c_encode_basestring is not None
-    else None
-)
-# canonical_parse without building a decoder per call (json.loads does, given parse_int).
-_SCAN = json.JSONDecoder(parse_int=_int_or_double).scan_once
-# Outside the Basic Multilingual Plane, UTF-16 order (RFC 8785's key order) is not code point
-# order (Python's); surrogates are refused by RFC 8785.
-_NOT_BMP = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
 
 
 @dataclass
@@ -87,23 +72,6 @@ class VerifyResult:
             "reason": self.reason,
             "notes": list(self.notes),
         }
-
-
-def text_parse(text: str) -> Any:
-    """canonical_parse(text), faster: the C scanner, prebuilt. Texts it does not read whole
-    (surrounding whitespace, or not JSON) go to canonical_parse, which reads or refuses them."""
-    try:
-        value, end = _SCAN(text, 0)
-    except (StopIteration, ValueError, TypeError, RecursionError):
-        return canonical_parse(text)  # which refuses it as it always did
-    return value if end == len(text) else canonical_parse(text)
-
-
-def json_plain(value: Any) -> str:
-    """canonical_json(value) for plain JSON values (dict, list, str, int, float, bool, None)."""
-    if _C_ENCODE is None:
-        return _ENCODER.encode(value)
-    return "".join(_C_ENCODE(value, 0))
 
 
 def digest_start(header: Mapping[str, Any]) -> str:
@@ -142,9 +110,9 @@ def record_problem(values: Mapping[str, Any]) -> str:
         return "chain_version 2 row without its canonical text"
     if record_hash(values["prev_hash"], text) != values["hash"]:
         return "hash does not match the row's canonical text"
-    scan, doubles = _plain_scanner()
+    scan, doubles = plain_scanner()
     try:
-        record = _text_plain(scan, doubles, text)
+        record = text_plain(scan, doubles, text)
         if record is None:
             record = canonical_parse(text)
             # Already plain JSON with doubles for big integers: rfc8785 itself, without the
@@ -186,46 +154,6 @@ def _row_problem(values: Mapping[str, Any], *, prev_hash: str) -> str:
     if event_hash(prev_hash, hashed_row(values)) != values["hash"]:
         return "hash does not match the row's content"
     return ""
-
-
-def _plain_scanner() -> tuple[Any, list[bool]]:
-    """canonical_parse's scanner that also notes any number it reads as a double (a fraction,
-    an exponent, NaN or an infinity, an integer beyond 2**53 - 1): a fresh one per walk, so
-    threads share none."""
-    doubles: list[bool] = []
-
-    def double(text: str) -> float:
-        doubles.append(True)
-        return float(text)
-
-    def integer(digits: str) -> int | float:
-        number = _int_or_double(digits)
-        if type(number) is float:
-            doubles.append(True)
-        return number
-
-    decoder = json.JSONDecoder(parse_int=integer, parse_float=double, parse_constant=double)
-    return decoder.scan_once, doubles
-
-
-def _text_plain(scan: Any, doubles: list[bool], text: str | None) -> dict[str, Any] | None:
-    """The object a stored text holds when the text is shown, without rfc8785, to be RFC 8785's
-    form of it; None when not shown (the caller asks rfc8785). For integers of at most 2**53 - 1,
-    strings, booleans, null, arrays, and objects whose keys are in the Basic Multilingual Plane,
-    canonical_json writes what RFC 8785 writes: the same escapes, separators, key order and
-    integers (rfc8785's string escapes are Python's json ones)."""
-    if not text:
-        return None
-    doubles.clear()
-    try:
-        value, end = scan(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if end != len(text) or doubles or type(value) is not dict or json_plain(value) != text:
-        return None
-    if not text.isascii() and _NOT_BMP.search(text):
-        return None
-    return value
 
 
 # What the walk reads per row: the row's columns as stored (data as its JSON text).
@@ -277,7 +205,7 @@ def chain_verify_db(*, chunk_size: int = 5000) -> VerifyResult:
     result = VerifyResult()
     expected_seq = 1
     prev_hash = GENESIS_HASH
-    scan, doubles = _plain_scanner()
+    scan, doubles = plain_scanner()
     sha256 = hashlib.sha256
     rows = AuditEvent.objects.order_by("seq").annotate(**_walk_columns()).values_list(*_WALK_FIELDS)
     for row in rows.iterator(chunk_size=chunk_size):
@@ -291,7 +219,7 @@ def chain_verify_db(*, chunk_size: int = 5000) -> VerifyResult:
             and row_prev == prev_hash
             and text
             and sha256((row_prev + text).encode()).hexdigest() == row_hash
-            and _columns_are_text(row, text, scan, doubles)
+            and columns_are_text(row, text, scan, doubles)
         ):
             values = AuditEvent.objects.filter(seq=seq).values(*DB_FIELDS).get()
             problem = _row_problem(values, prev_hash=prev_hash)
@@ -304,45 +232,6 @@ def chain_verify_db(*, chunk_size: int = 5000) -> VerifyResult:
         result.head_hash = prev_hash
         expected_seq += 1
     return result
-
-
-def _columns_are_text(row: tuple, text: str, scan: Any, doubles: list[bool]) -> bool:
-    """Whether a version 2 row's columns (a _WALK_FIELDS tuple), as hashed_row gives them and
-    canonical_json writes them, are exactly its stored text, which is then RFC 8785."""
-    (seq, _, _, _, _, at, actor, user_id, username, action, run_id, approval_id, tool) = row[:13]
-    data_text, ip, user_agent = row[13:]
-    doubles.clear()
-    try:
-        data, end = scan(data_text, 0)
-    except (StopIteration, ValueError, RecursionError, TypeError):
-        return False
-    if doubles or end != len(data_text):
-        return False
-    if isinstance(at, dt.datetime):
-        at = at.isoformat()
-    elif len(at) != 32:  # not 4-digit years: Python reads none beyond 9999
-        return False
-    elif at.endswith(".000000+00:00"):  # isoformat leaves out a zero fraction
-        at = at[:19] + "+00:00"
-    for number in (seq, user_id, approval_id):
-        if number is not None and not -SAFE_INTEGER <= number <= SAFE_INTEGER:
-            return False
-    record = {
-        "action": action,
-        "actor": actor,
-        "actor_user_id": user_id,
-        "actor_username": username,
-        "approval_id": approval_id,
-        "at": at,
-        "chain_version": CHAIN_VERSION,
-        "data": data,
-        "ip": _ip_text(ip) if ip is not None else None,
-        "run_id": str(run_id) if run_id else None,  # uuid, or its text from Postgres
-        "seq": seq,
-        "tool": tool,
-        "user_agent": user_agent,
-    }
-    return json_plain(record) == text and (text.isascii() or not _NOT_BMP.search(text))
 
 
 def _line_problem(record: dict[str, Any], *, kind: Any, line_no: int) -> tuple[str, int | None]:

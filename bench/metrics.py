@@ -81,7 +81,7 @@ def main() -> int:
 
     from approvals.models import ApprovalRequest
     from approvals.rollup_models import MetricsBucket, MetricsCount, MetricsHistogram
-    from approvals.rollups import rollups_rebuild
+    from approvals.rollup_rebuild import rollups_rebuild
     from console.metrics.definitions import GROUPS
     from console.metrics.portable import metrics_runs_by_status
     from console.metrics.report import metrics_report

@@ -134,8 +134,7 @@ CONTENT_SECURITY_POLICY = {
 DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
     try:
-        # Connections are reused (and checked before reuse): a new Postgres connection costs
-        # more than a whole task's queries, once per request and per worker task otherwise.
+        # Reused and checked first: a new Postgres connection costs more than a task's queries.
         _db = dj_database_url.parse(
             DATABASE_URL,
             conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0),
@@ -300,9 +299,8 @@ Q_CLUSTER = {
     "retry": Q_RETRY,
     "max_attempts": env_int("Q_MAX_ATTEMPTS", 5, minimum=0),
     "catch_up": False,
-    # Seconds the broker waits before looking again when it found no task. On SQLite the look
-    # is a cheap local read, so it looks often; on Postgres the ORM broker is woken by NOTIFY
-    # (core/wakeup.py) and the poll only bounds a lost notification (docs/benchmarks.md).
+    # Seconds between looks at an empty queue: SQLite looks often (a cheap local read); on
+    # Postgres NOTIFY wakes the broker and the poll bounds a lost one (core/wakeup.py).
     "poll": env_float("Q_POLL", 0.1 if _db["ENGINE"].endswith("sqlite3") else 0.5, minimum=0.05),
     "save_limit": 1000,
     "ack_failures": True,
@@ -311,8 +309,7 @@ Q_CLUSTER = {
 }
 if Q_BROKER == "orm":
     Q_CLUSTER["orm"] = "default"
-    # Postgres: the ORM broker NOTIFYs on enqueue and its dequeue waits on LISTEN (one held
-    # connection per cluster), so a decision reaches a worker without waiting for a poll.
+    # NOTIFY on enqueue, dequeue waits on LISTEN (one held connection per cluster).
     if _db["ENGINE"] == "django.db.backends.postgresql" and env_bool("Q_ORM_LISTEN", True):
         Q_CLUSTER["broker_class"] = "core.wakeup.ListenNotifyORM"
 else:
@@ -337,8 +334,7 @@ if not isinstance(CONSOLE_AGENTS, dict):
 CHECKPOINT_SQLITE_PATH = env_str("CHECKPOINT_SQLITE_PATH", "")
 # Postgres only: connections in each process's checkpointer pool.
 CHECKPOINT_POOL_SIZE = env_int("CHECKPOINT_POOL_SIZE", 4, minimum=1)
-# Postgres only: "fast" (agents/runtime/fast_saver.py: reads in one query, no lock around the
-# pool) or "postgres" (LangGraph's PostgresSaver as it is); both fenced by the lease.
+# Postgres: "fast" (agents/runtime/fast_saver.py) or "postgres"; both fenced by the lease.
 CHECKPOINTER = env_choice("CHECKPOINTER", "fast", ("fast", "postgres"))
 SANDBOX_EFFECT_DELAY_S = env_float("SANDBOX_EFFECT_DELAY_S", 0.0, minimum=0.0)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 30, minimum=2)
@@ -350,12 +346,9 @@ if RUN_HEARTBEAT_SECONDS >= RUN_LEASE_SECONDS * 0.75:
         f"RUN_HEARTBEAT_SECONDS ({RUN_HEARTBEAT_SECONDS}) must be below three quarters of "
         f"RUN_LEASE_SECONDS ({RUN_LEASE_SECONDS})"
     )
-# Approvals the every-minute sweep reminds, escalates or expires per step and pass (oldest due
-# first), and notification retries it queues; the rest wait for the next pass.
+# Approvals the sweep reminds, escalates or expires per step and pass (oldest due first).
 SWEEP_BATCH = env_int("SWEEP_BATCH", 200, minimum=1)
-# Runs the every-minute recovery re-enqueues per pass (least recently touched first); the rest
-# wait for the next pass. Bounds a pass well below the task timeout (docs/benchmarks.md, "Sweep
-# and recovery").
+# Runs recovery re-enqueues per pass (least recently touched first): a pass ends in time.
 RECOVERY_BATCH = env_int("RECOVERY_BATCH", 2000, minimum=1)
 # Failed advances in a row (no step done in between), including advances that died mid-step (a
 # killed or timed-out worker), before a run is dead and escalated to a person.
@@ -390,9 +383,7 @@ if METRICS_FATIGUE_APPROVAL_RATE > 1:
         f"METRICS_FATIGUE_APPROVAL_RATE must be a share between 0 and 1, got {METRICS_FATIGUE_APPROVAL_RATE}"
     )
 METRICS_FATIGUE_MEDIAN_SECONDS = env_float("METRICS_FATIGUE_MEDIAN_SECONDS", 10.0, minimum=0.0)
-# A window holding at most this many requests is computed exactly from its rows (rolling
-# window, exact percentiles); a larger one from the rollups (whole UTC days, percentiles
-# within 1%). 0: always the rollups.
+# Windows of at most this many requests are exact (rows); larger ones use the rollups.
 METRICS_EXACT_MAX_REQUESTS = env_int("METRICS_EXACT_MAX_REQUESTS", 5000, minimum=0)
 
 # --- Email and logging --------------------------------------------------------------------

@@ -13,7 +13,7 @@ from django.db import migrations
 
 
 def rollups_fill(apps, schema_editor):
-    from approvals.rollups import rollups_rebuild
+    from approvals.rollup_rebuild import rollups_rebuild
 
     rollups_rebuild(progress=lambda message: None)
 

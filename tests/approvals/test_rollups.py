@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.rollup_models import MetricsBucket, MetricsCount, MetricsHistogram
+from approvals.rollup_rebuild import rollups_rebuild
 from approvals.rollups import (
     ALPHA,
     GAMMA,
@@ -25,7 +26,6 @@ from approvals.rollups import (
     bucket_of,
     bucket_value,
     day_of,
-    rollups_rebuild,
 )
 from approvals.services import approval_expire, run_mark_cancelled
 from console.metrics.definitions import TIME_BUCKETS

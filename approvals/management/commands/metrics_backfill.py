@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from approvals.rollups import rollups_rebuild
+from approvals.rollup_rebuild import rollups_rebuild
 
 
 class Command(BaseCommand):

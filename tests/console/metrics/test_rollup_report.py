@@ -10,7 +10,8 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 
-from approvals.rollups import ALPHA, rollups_rebuild
+from approvals.rollup_rebuild import rollups_rebuild
+from approvals.rollups import ALPHA
 from console.metrics.definitions import GROUPS, PERCENTILES, MetricsRow
 from console.metrics.report import _rows_by_group, metrics_report
 from console.metrics.rollup import day_range, day_start
