@@ -41,3 +41,25 @@ def _number(value: float) -> str:
     if value >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def setups_each(*, script: str, setups: tuple[str, ...], variable: str, measure) -> int:
+    """Run ``measure(name)`` for each setup named in BENCH_SETUPS (default: all), each in its
+    own process (Django reads its settings, database and broker once), via ``variable``."""
+    import os
+    import subprocess
+    import sys
+
+    setup = os.environ.get(variable)
+    if setup:
+        return measure(setup)
+    chosen = [name.strip() for name in os.environ.get("BENCH_SETUPS", ",".join(setups)).split(",")]
+    unknown = set(chosen) - set(setups)
+    if unknown:
+        print(f"BENCH_SETUPS: unknown {sorted(unknown)}; choose from {', '.join(setups)}")
+        return 2
+    failed = 0
+    for name in chosen:
+        child = subprocess.run([sys.executable, script], env={**os.environ, variable: name})
+        failed += child.returncode != 0
+    return 1 if failed else 0

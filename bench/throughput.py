@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.report import setups_each  # noqa: E402
 from bench.wakeup import INCIDENT, SCRATCH, setup_environment, stack_running  # noqa: E402
 
 SETUPS = ("orm-postgres", "redis-postgres")
@@ -199,21 +199,9 @@ def median_ms(values: list[float]) -> float:
 
 
 def main() -> int:
-    setup = os.environ.get("BENCH_THROUGHPUT_SETUP")
-    if setup:
-        return setup_measure(setup)
-    chosen = [name.strip() for name in os.environ.get("BENCH_SETUPS", ",".join(SETUPS)).split(",")]
-    unknown = set(chosen) - set(SETUPS)
-    if unknown:
-        print(f"BENCH_SETUPS: unknown {sorted(unknown)}; choose from {', '.join(SETUPS)}")
-        return 2
-    failed = 0
-    for name in chosen:
-        child = subprocess.run(
-            [sys.executable, __file__], env={**os.environ, "BENCH_THROUGHPUT_SETUP": name}
-        )
-        failed += child.returncode != 0
-    return 1 if failed else 0
+    return setups_each(
+        script=__file__, setups=SETUPS, variable="BENCH_THROUGHPUT_SETUP", measure=setup_measure
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.report import setups_each  # noqa: E402 - after the path that finds it
+
 SCRATCH = ROOT / "var" / "bench" / "wakeup"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/bench_wakeup"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -225,23 +228,9 @@ def setup_measure(setup: str) -> int:
 
 
 def main() -> int:
-    setup = os.environ.get("BENCH_WAKEUP_SETUP")
-    if setup:
-        sys.path.insert(0, str(ROOT))
-        return setup_measure(setup)
-    chosen = [name.strip() for name in os.environ.get("BENCH_SETUPS", ",".join(SETUPS)).split(",")]
-    unknown = set(chosen) - set(SETUPS)
-    if unknown:
-        print(f"BENCH_SETUPS: unknown {sorted(unknown)}; choose from {', '.join(SETUPS)}")
-        return 2
-    failed = 0
-    for name in chosen:
-        # One process per setup: Django reads its settings (database, broker) once.
-        child = subprocess.run(
-            [sys.executable, __file__], env={**os.environ, "BENCH_WAKEUP_SETUP": name}
-        )
-        failed += child.returncode != 0
-    return 1 if failed else 0
+    return setups_each(
+        script=__file__, setups=SETUPS, variable="BENCH_WAKEUP_SETUP", measure=setup_measure
+    )
 
 
 if __name__ == "__main__":
