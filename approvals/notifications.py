@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -37,6 +37,8 @@ from audit.services import event_record
 log = logging.getLogger(__name__)
 
 DELIVER_TASK = "approvals.tasks.notification_deliver"
+# One task for the rows one transaction wrote (a request's approvers, a decision's requester).
+DELIVER_MANY_TASK = "approvals.tasks.notifications_deliver"
 MAX_ATTEMPTS = getattr(settings, "NOTIFICATION_MAX_ATTEMPTS", 5)
 BACKOFF_BASE_SECONDS = 30
 BACKOFF_MAX_SECONDS = 3600
@@ -154,7 +156,37 @@ def notifications_create(
 
 
 def notification_deliver_enqueue(*, notification_id: int) -> None:
-    transaction.on_commit(lambda: async_task(DELIVER_TASK, notification_id, group="notifications"))
+    """Queue the row's delivery on commit, in the one task of its transaction's rows."""
+    notifications_deliver_enqueue(notification_ids=[notification_id])
+
+
+def notifications_deliver_enqueue(*, notification_ids: list[int]) -> None:
+    """Queue these rows' delivery once the current transaction commits: ONE task
+    (``DELIVER_MANY_TASK``) for all the rows a transaction wrote, however many calls add to it.
+
+    The ids gather on the connection next to an on-commit callback registered with the first of
+    them; the gathering lapses exactly when that callback does (commit, rollback, or the rollback
+    of the savepoint it was registered in), as audit's head memo does. Outside a transaction the
+    task is queued at once. Each row is still claimed on its own when it is delivered, and an
+    undelivered row is retried by the sweep: a lost task loses no notification.
+    """
+    if not notification_ids:
+        return
+    if not connection.in_atomic_block:
+        async_task(DELIVER_MANY_TASK, list(notification_ids), group="notifications")
+        return
+    memo = getattr(connection, "_notifications_queued", None)
+    if memo is not None and any(entry[1] is memo[0] for entry in connection.run_on_commit):
+        memo[1].extend(notification_ids)
+        return
+    ids = list(notification_ids)
+
+    def queue() -> None:
+        connection._notifications_queued = None
+        async_task(DELIVER_MANY_TASK, ids, group="notifications")
+
+    transaction.on_commit(queue)
+    connection._notifications_queued = (queue, ids)
 
 
 def notification_deliver_later(*, notification_id: int) -> None:
@@ -202,6 +234,17 @@ def notification_deliver(*, notification_id: int) -> str:
         status=Notification.Status.SENT, sent_at=timezone.now(), last_error=""
     )
     return "sent"
+
+
+def notifications_deliver(*, notification_ids: list[int]) -> dict[str, int]:
+    """Deliver each of the rows in turn (``notification_deliver``: claimed one by one, so a
+    re-delivered task or a sweep retry never sends a row twice at once); counts by outcome."""
+    outcomes: dict[str, int] = {}
+    for notification_id in dict.fromkeys(notification_ids):
+        outcome = notification_deliver(notification_id=notification_id).split(":")[0]
+        outcome = outcome.split(" in ")[0]  # "retry in 30s" -> "retry"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
 
 
 def _send(row: Notification) -> None:

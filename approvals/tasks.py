@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from approvals.notifications import notification_deliver as _deliver
+from approvals.notifications import notifications_deliver as _deliver_many
 from approvals.services import approvals_sweep as _sweep
 
 
@@ -13,3 +14,8 @@ def approvals_sweep() -> dict[str, int]:
 
 def notification_deliver(notification_id: int) -> str:
     return _deliver(notification_id=notification_id)
+
+
+def notifications_deliver(notification_ids: list[int]) -> dict[str, int]:
+    """The rows one transaction wrote, in one task (see notifications_deliver_enqueue)."""
+    return _deliver_many(notification_ids=notification_ids)

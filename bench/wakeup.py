@@ -112,7 +112,12 @@ def stack_running(scratch: Path, *, workers: int | None = None) -> Iterator[dict
     env = {**os.environ, **PROCESS_RATES, "PYTHONUNBUFFERED": "1"}
     if workers is not None:
         env["Q_WORKERS"] = str(workers)
-    web = WebServer(name="web", env=env, log_path=scratch / "web.log", port=free_port())
+    web = WebServer(
+        name="web",
+        env=env,
+        log_path=scratch / "web.log",
+        port=int(os.environ.get("BENCH_PORT") or 0) or free_port(),
+    )
     worker = ManagedProcess(
         name="qcluster", command=worker_command(), env=env, log_path=scratch / "qcluster.log"
     )
@@ -153,14 +158,51 @@ def task_round_trip(procs: list) -> float:
     return done - started
 
 
-def run_round_trip(stack: dict[str, Any]) -> tuple[float, float]:
-    """(start -> waiting, decision -> completed) of one incident run, in seconds."""
+# Where decision -> completed and start -> waiting go, from the run's own audit events (the
+# database's clock) and the client's time per HTTP call: (label, first action, second action).
+SPANS = (
+    ("start: run.created -> run.started (queue hop, lease)", "run.created", "run.started"),
+    ("start: run.started -> run.waiting (the advance)", "run.started", "run.waiting"),
+    (
+        "decision: approval.decided -> run.resumed (commit, queue hop)",
+        "approval.decided",
+        "run.resumed",
+    ),
+    ("decision: run.resumed -> run.completed (the advance)", "run.resumed", "run.completed"),
+)
+
+
+def spans_of(run_ids: list[str]) -> dict[str, list[float]]:
+    """Seconds between the audit events of SPANS, per run (the first event of each kind)."""
+    from audit.models import AuditEvent
+
+    marks: dict[str, dict[str, Any]] = {}
+    rows = AuditEvent.objects.filter(run_id__in=run_ids).order_by("seq")
+    for run_id, action, at in rows.values_list("run_id", "action", "at"):
+        marks.setdefault(str(run_id), {}).setdefault(action, at)
+    spans: dict[str, list[float]] = {label: [] for label, _, _ in SPANS}
+    for run in marks.values():
+        for label, first, second in SPANS:
+            if first in run and second in run:
+                spans[label].append((run[second] - run[first]).total_seconds())
+    return spans
+
+
+def run_round_trip(
+    stack: dict[str, Any], http: dict[str, list[float]] | None = None, ids: list[str] | None = None
+) -> tuple[float, float]:
+    """(start -> waiting, decision -> completed) of one incident run, in seconds; the client's
+    seconds per HTTP call go to ``http``, the run's id to ``ids``."""
     from approvals.models import AgentRun, ApprovalRequest
     from tests.support.runs import approval_approve, pending_approvals, run_get, run_start
 
     procs = [stack["web"], stack["worker"]]
+    http = http if http is not None else {}
     started = time.perf_counter()
     run_id = run_start(stack["alice"], agent="incident_copilot", input=INCIDENT)["id"]
+    http.setdefault("POST /api/runs/", []).append(time.perf_counter() - started)
+    if ids is not None:
+        ids.append(run_id)
     pending = ApprovalRequest.objects.filter(run_id=run_id, status="pending")
     waiting = wait_for(
         lambda: pending.exists() and AgentRun.objects.filter(pk=run_id, status="waiting").exists(),
@@ -171,6 +213,7 @@ def run_round_trip(stack: dict[str, Any]) -> tuple[float, float]:
     approval = pending_approvals(run_get(stack["alice"], run_id))[0]
     decided = time.perf_counter()
     approval_approve(stack["bob"], approval)
+    http.setdefault("POST decision", []).append(time.perf_counter() - decided)
     completed = wait_for(
         AgentRun.objects.filter(pk=run_id, status="completed").exists,
         timeout=60,
@@ -200,10 +243,13 @@ def setup_measure(setup: str) -> int:
         task_round_trip(procs)
         anchors = [task_round_trip(procs) for _ in range(runs)]
         to_waiting, to_completed = [], []
+        http: dict[str, list[float]] = {}
+        ids: list[str] = []
         for _ in range(runs):
-            waiting, completed = run_round_trip(stack)
+            waiting, completed = run_round_trip(stack, http, ids)
             to_waiting.append(waiting)
             to_completed.append(completed)
+        spans = spans_of(ids)
         broker = settings.Q_CLUSTER.get("broker_class") or settings.Q_BROKER
         poll = settings.Q_CLUSTER["poll"]
     section(f"{setup}: broker {broker}, poll {poll} s, {runs} runs (median of each, p95)")
@@ -224,6 +270,9 @@ def setup_measure(setup: str) -> int:
             goal=goal,
         )
         figure(f"{setup} {label} p95", percentile(values, 0.95) * 1000, "ms", anchor=anchor)
+    print(f"  where it goes, p50 of {runs} runs:")
+    for label, values in (*spans.items(), *((f"HTTP {k} (client)", v) for k, v in http.items())):
+        figure(f"  {label}", statistics.median(values) * 1000 if values else float("nan"), "ms")
     return 0
 
 

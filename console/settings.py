@@ -302,7 +302,7 @@ Q_CLUSTER = {
     # Seconds between looks at an empty queue: SQLite looks often (a cheap local read); on
     # Postgres NOTIFY wakes the broker and the poll bounds a lost one (core/wakeup.py).
     "poll": env_float("Q_POLL", 0.1 if _db["ENGINE"].endswith("sqlite3") else 0.5, minimum=0.05),
-    "save_limit": 1000,
+    "save_limit": env_int("Q_SAVE_LIMIT", 1000, minimum=-1),  # .env.example: the cost
     "ack_failures": True,
     "sync": env_bool("Q_SYNC", False),
     "label": "Background tasks",

@@ -6,9 +6,13 @@ per step and pass; the next pass continues), so its query count depends on how m
 never on how many approvals are pending. The due rows are handled in chunks of ``CHUNK``, one
 transaction each: one ``SELECT ... FOR UPDATE`` claims the chunk's rows that are still pending
 and due (the decide path takes the same row lock, so each outcome is claimed once), and each
-row's change writes its audit event in that transaction. The runs that expiries wake are
-queued together once their transactions committed (their wake flag is set in the expiry's own
-transaction, so recovery re-queues them if this process dies first).
+chunk's changes are written set-based in that transaction: one UPDATE of the rows, one batch
+append of their audit events (``audit.batch.events_record``: one chain lock, one INSERT), one
+INSERT of their notifications (recipients read once per tier and event in a pass) and one
+delivery task, the rollups' two statements for expiries. So a pass costs the same number of
+queries for one due row or ``CHUNK`` of them. The runs that expiries wake are queued together
+once their transactions committed (their wake flag is set in the expiry's own transaction, so
+recovery re-queues them if this process dies first).
 """
 
 from __future__ import annotations
@@ -18,70 +22,49 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals import contract, notifications, policy
 from approvals.contract import TIMEOUT_ACTOR
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
-from approvals.notifications import notifications_create
-from approvals.services.decisions import approval_close
+from approvals.notifications_batch import Recipients, notifications_create_many
+from approvals.rollups import approvals_rollup_add
 from approvals.services.runs import run_advance_enqueue
 from approvals.services.wake import tasks_enqueue_many
-from audit.services import event_record
+from audit.batch import events_record
 
 # Rows claimed per transaction: short enough that a reviewer deciding one of them waits little.
 CHUNK = 50
 SWEEP_ACTOR = "system:sweep"
-# A step's action on a claimed row: True if it acted.
-Act = Callable[[ApprovalRequest], bool]
+# A step's action on a chunk's claimed rows (in its transaction): how many it acted on.
+Act = Callable[[list[ApprovalRequest]], int]
 
 
-class _Tiers:
-    """The tiers read once per pass (``policy.tier_get`` is a query)."""
+class _Pass:
+    """What a pass reads once: the tiers (``policy.tier_get`` is a query) and the recipients."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, RiskTier | None] = {}
+        self._tiers: dict[str, RiskTier | None] = {}
+        self.recipients = Recipients()
 
-    def get(self, name: str) -> RiskTier | None:
-        if name not in self._seen:
-            self._seen[name] = policy.tier_get(name)
-        return self._seen[name]
+    def tier(self, name: str) -> RiskTier | None:
+        if name not in self._tiers:
+            self._tiers[name] = policy.tier_get(name)
+        return self._tiers[name]
 
 
 def approvals_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
     """One pass: expire, escalate, remind (in that order), then retry due notifications."""
     now = now or timezone.now()
-    tiers = _Tiers()
+    seen = _Pass()
     woken: list[Any] = []
-    expired = _step(
-        "expires_at",
-        now,
-        lambda a: _expire(a, now=now, tier=tiers.get(a.tier), woken=woken),
-        # run_advance_enqueue's wake flag, in the expiries' transaction, for the chunk at once.
-        chunk_done=lambda rows: AgentRun.objects.filter(pk__in={row.run_id for row in rows}).update(
-            wake_requested=True
-        ),
-    )
+    expired = _step("expires_at", now, lambda rows: _expire(rows, now=now, seen=seen, woken=woken))
     tasks_enqueue_many(
         contract.RUN_ADVANCE_TASK, [(str(pk),) for pk in dict.fromkeys(woken)], group="runs"
     )
-    escalated = _step(
-        "escalate_at",
-        now,
-        lambda a: _escalate(a, now=now, tier=tiers.get(a.tier), save=False),
-        chunk_done=lambda rows: ApprovalRequest.objects.filter(
-            pk__in=[row.pk for row in rows]
-        ).update(escalate_at=None, escalated_at=now),
-    )
-    reminded = _step(
-        "remind_at",
-        now,
-        lambda a: _remind(a, now=now, tier=tiers.get(a.tier), save=False),
-        chunk_done=lambda rows: ApprovalRequest.objects.filter(
-            pk__in=[row.pk for row in rows]
-        ).update(remind_at=None, reminded_at=now),
-    )
+    escalated = _step("escalate_at", now, lambda rows: _escalate(rows, now=now, seen=seen))
+    reminded = _step("remind_at", now, lambda rows: _remind(rows, now=now, seen=seen))
     due = notifications.notifications_due(now=now, limit=_batch())
     tasks_enqueue_many(notifications.DELIVER_TASK, [(pk,) for pk in due], group="notifications")
     return {"expired": expired, "escalated": escalated, "reminded": reminded, "retried": len(due)}
@@ -101,15 +84,8 @@ def _due(field: str, now: dt.datetime) -> list[int]:
     )
 
 
-def _step(
-    field: str,
-    now: dt.datetime,
-    act: Act,
-    *,
-    chunk_done: Callable[[list[ApprovalRequest]], Any],
-) -> int:
-    """Claim and act on the due rows of ``field``, ``CHUNK`` per transaction; ``chunk_done``
-    writes what every acted-on row of the chunk shares, in the same transaction."""
+def _step(field: str, now: dt.datetime, act: Act) -> int:
+    """Claim and act on the due rows of ``field``, ``CHUNK`` per transaction."""
     ids = _due(field, now)
     done = 0
     for start in range(0, len(ids), CHUNK):
@@ -117,10 +93,8 @@ def _step(
             locked = _lock_due(
                 ids=ids[start : start + CHUNK], field=field, now=now, skip_locked=True
             )
-            acted = [row for row in locked if act(row)]
-            if acted:
-                chunk_done(acted)
-            done += len(acted)
+            if locked:
+                done += act(locked)
     return done
 
 
@@ -135,7 +109,7 @@ def _lock_due(
     it has locked while it locks the next ones; waiting there for an approval that a decision
     holds, while that decision waits for the run, is a deadlock (two approvals of one run).
 
-    The runs are locked with them, before any audit event takes the chain's lock, as the
+    The runs are locked with them, before the audit events take the chain's lock, as the
     decide path and the worker do (row locks first, then the chain): a chunk that took the
     chain's lock never waits for a run. The requesting users are not locked: many runs share
     one, and a chunk holding it could deadlock with a decision holding a run.
@@ -148,11 +122,17 @@ def _lock_due(
     )
 
 
-def _lock_if_due(*, approval_id: int, field: str, now: dt.datetime) -> ApprovalRequest | None:
-    """Lock the approval if it is still pending and ``field`` is due; the decide path takes
-    the same row lock, so each outcome is claimed once."""
-    found = _lock_due(ids=[approval_id], field=field, now=now)
-    return found[0] if found else None
+def _lock_if_due(*, approval_id: int, field: str, now: dt.datetime) -> list[ApprovalRequest]:
+    """Lock the approval if it is still pending and ``field`` is due (a list of it, or empty);
+    the decide path takes the same row lock, so each outcome is claimed once."""
+    return _lock_due(ids=[approval_id], field=field, now=now)
+
+
+def _one(field: str, act: Act, *, approval_id: int, now: dt.datetime | None) -> bool:
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock_if_due(approval_id=approval_id, field=field, now=now)
+        return bool(locked) and act(locked) > 0
 
 
 def approval_expire(*, approval_id: int, now: dt.datetime | None = None) -> bool:
@@ -162,134 +142,178 @@ def approval_expire(*, approval_id: int, now: dt.datetime | None = None) -> bool
     exactly one outcome.
     """
     now = now or timezone.now()
-    with transaction.atomic():
-        locked = _lock_if_due(approval_id=approval_id, field="expires_at", now=now)
-        if locked is None:
-            return False
-        return _expire(locked, now=now, tier=policy.tier_get(locked.tier), woken=None)
-
-
-def _expire(
-    locked: ApprovalRequest, *, now: dt.datetime, tier: RiskTier | None, woken: list[Any] | None
-) -> bool:
-    """Expire a locked, due approval (in the caller's transaction). The run's advance is queued
-    on commit, or, with ``woken``, its wake flag set here and its id added for the caller to
-    queue in a batch."""
-    default = tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT
-    value = contract.decision_value(
-        decision=default,
-        args=locked.args,
-        message="expired",
-        by=TIMEOUT_ACTOR,
-        approval_id=locked.id,
-        tier=locked.tier,
-        policy_version=locked.policy_version,
-        decided_at=now,
-    )
-    # A default of approve must pass the ledger's check, so it is stored as approved.
-    approval_close(
-        approval=locked,
-        status=(
-            ApprovalRequest.Status.APPROVED
-            if default == RiskTier.ExpiryDecision.APPROVE
-            else ApprovalRequest.Status.EXPIRED
-        ),
-        decided_by=None,
-        label=TIMEOUT_ACTOR,
-        value=value,
+    return _one(
+        "expires_at",
+        lambda rows: _expire(rows, now=now, seen=_Pass(), woken=None),
+        approval_id=approval_id,
         now=now,
     )
-    event_record(
-        action="approval.expired",
-        actor=TIMEOUT_ACTOR,
-        run_id=locked.run_id,
-        approval_id=locked.id,
-        tool=locked.tool,
-        data={
-            "default_decision": default,
-            "expires_at": locked.expires_at.isoformat(),
-            "policy_version": locked.policy_version,
-        },
-    )
-    notifications_create(
-        approval=locked,
-        event=Notification.Event.EXPIRY,
-        tier=tier,
-        detail=f"Nobody decided in time; {TIMEOUT_ACTOR} applied {default}.",
-    )
-    if woken is None:
-        run_advance_enqueue(run_id=locked.run_id)
-    else:  # the sweep sets the wake flags of its chunk and queues the tasks together
-        woken.append(locked.run_id)
-    return True
 
 
 def approval_remind(*, approval_id: int, now: dt.datetime | None = None) -> bool:
     """Remind the approvers once, if the approval is still pending and the reminder is due."""
     now = now or timezone.now()
-    with transaction.atomic():
-        locked = _lock_if_due(approval_id=approval_id, field="remind_at", now=now)
-        if locked is None:
-            return False
-        return _remind(locked, now=now, tier=policy.tier_get(locked.tier), save=True)
-
-
-def _remind(
-    locked: ApprovalRequest, *, now: dt.datetime, tier: RiskTier | None, save: bool
-) -> bool:
-    """Remind for a locked, due approval; ``save=False``: the caller writes the due times."""
-    locked.remind_at = None
-    locked.reminded_at = now
-    if save:
-        locked.save(update_fields=["remind_at", "reminded_at"])
-    event_record(
-        action="approval.reminded",
-        actor=SWEEP_ACTOR,
-        run_id=locked.run_id,
-        approval_id=locked.id,
-        tool=locked.tool,
-        data={"expires_at": locked.expires_at.isoformat()},
-    )
-    notifications_create(
-        approval=locked,
-        event=Notification.Event.REMINDER,
-        tier=tier,
-        detail=f"It expires at {locked.expires_at:%Y-%m-%d %H:%M} UTC.",
-    )
-    return True
+    act = lambda rows: _remind(rows, now=now, seen=_Pass())  # noqa: E731
+    return _one("remind_at", act, approval_id=approval_id, now=now)
 
 
 def approval_escalate(*, approval_id: int, now: dt.datetime | None = None) -> bool:
     """Widen who may decide to the tier's escalation group and notify that group, once."""
     now = now or timezone.now()
-    with transaction.atomic():
-        locked = _lock_if_due(approval_id=approval_id, field="escalate_at", now=now)
-        if locked is None:
-            return False
-        return _escalate(locked, now=now, tier=policy.tier_get(locked.tier), save=True)
+    act = lambda rows: _escalate(rows, now=now, seen=_Pass())  # noqa: E731
+    return _one("escalate_at", act, approval_id=approval_id, now=now)
 
 
-def _escalate(
-    locked: ApprovalRequest, *, now: dt.datetime, tier: RiskTier | None, save: bool
-) -> bool:
-    """Escalate a locked, due approval; ``save=False``: the caller writes the due times."""
-    locked.escalate_at = None
-    locked.escalated_at = now
-    if save:
-        locked.save(update_fields=["escalate_at", "escalated_at"])
-    group = tier.escalation_group.name if tier and tier.escalation_group_id else ""
-    event_record(
-        action="approval.escalated",
-        actor=SWEEP_ACTOR,
-        run_id=locked.run_id,
-        approval_id=locked.id,
-        tool=locked.tool,
-        data={"escalation_group": group, "expires_at": locked.expires_at.isoformat()},
+def _close_many(rows: list[ApprovalRequest], *, now: dt.datetime) -> None:
+    """Write the expiries' close (the fields ``approval_close`` writes) in few statements: the
+    shared fields with one UPDATE per outcome, each row's own decision value with one more.
+    (``bulk_update`` builds a CASE per field and row: most of a chunk's time in Python.)"""
+    by_status: dict[str, list[int]] = {}
+    for row in rows:
+        by_status.setdefault(row.status, []).append(row.pk)
+    for status, pks in by_status.items():
+        ApprovalRequest.objects.filter(pk__in=pks).update(
+            status=status,
+            decided_by=None,
+            decided_by_label=TIMEOUT_ACTOR,
+            decided_at=now,
+            remind_at=None,
+            escalate_at=None,
+        )
+    if connection.vendor != "postgresql":
+        ApprovalRequest.objects.bulk_update(rows, ["decision"])
+        return
+    table = ApprovalRequest._meta.db_table
+    field = ApprovalRequest._meta.get_field("decision")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{table}" AS a SET "decision" = v.d FROM '  # noqa: S608 - our table name
+            "(SELECT unnest(%s::bigint[]) AS id, unnest(%s::jsonb[]) AS d) AS v WHERE a.id = v.id",
+            [
+                [row.pk for row in rows],
+                [field.get_db_prep_value(row.decision, connection) for row in rows],
+            ],
+        )
+
+
+def _expire(
+    rows: list[ApprovalRequest], *, now: dt.datetime, seen: _Pass, woken: list[Any] | None
+) -> int:
+    """Expire locked, due approvals (in the caller's transaction): the tier's default decision
+    by system:timeout, stored as ``approval_close`` stores it, audited, notified, counted in the
+    rollups. With ``woken``, the runs' wake flags are set here (one UPDATE) and their ids added
+    for the caller to queue in a batch; without, each run's advance is queued on commit."""
+    events: list[dict[str, Any]] = []
+    notes: list[tuple[ApprovalRequest, str, RiskTier | None, str]] = []
+    for locked in rows:
+        tier = seen.tier(locked.tier)
+        default = tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT
+        # A default of approve must pass the ledger's check, so it is stored as approved.
+        locked.status = (
+            ApprovalRequest.Status.APPROVED
+            if default == RiskTier.ExpiryDecision.APPROVE
+            else ApprovalRequest.Status.EXPIRED
+        )
+        locked.decided_by = None
+        locked.decided_by_label = TIMEOUT_ACTOR
+        locked.decided_at = now
+        locked.decision = contract.decision_value(
+            decision=default,
+            args=locked.args,
+            message="expired",
+            by=TIMEOUT_ACTOR,
+            approval_id=locked.id,
+            tier=locked.tier,
+            policy_version=locked.policy_version,
+            decided_at=now,
+        )
+        locked.remind_at = None
+        locked.escalate_at = None
+        events.append(
+            _event(
+                locked,
+                action="approval.expired",
+                actor=TIMEOUT_ACTOR,
+                data={
+                    "default_decision": default,
+                    "expires_at": locked.expires_at.isoformat(),
+                    "policy_version": locked.policy_version,
+                },
+            )
+        )
+        detail = f"Nobody decided in time; {TIMEOUT_ACTOR} applied {default}."
+        notes.append((locked, Notification.Event.EXPIRY, tier, detail))
+    _close_many(rows, now=now)
+    approvals_rollup_add(approvals=rows)  # the metrics count them in the same transaction
+    events_record(events)
+    notifications_create_many(notes, recipients=seen.recipients)
+    run_ids = list(dict.fromkeys(row.run_id for row in rows))
+    if woken is None:
+        for run_id in run_ids:
+            run_advance_enqueue(run_id=run_id)
+    else:  # run_advance_enqueue's wake flag, for the chunk at once; the caller queues the tasks
+        AgentRun.objects.filter(pk__in=run_ids).update(wake_requested=True)
+        woken.extend(run_ids)
+    return len(rows)
+
+
+def _remind(rows: list[ApprovalRequest], *, now: dt.datetime, seen: _Pass) -> int:
+    """Remind for locked, due approvals (in the caller's transaction), once each."""
+    events, notes = [], []
+    for locked in rows:
+        locked.remind_at = None
+        locked.reminded_at = now
+        events.append(
+            _event(
+                locked,
+                action="approval.reminded",
+                actor=SWEEP_ACTOR,
+                data={"expires_at": locked.expires_at.isoformat()},
+            )
+        )
+        detail = f"It expires at {locked.expires_at:%Y-%m-%d %H:%M} UTC."
+        notes.append((locked, Notification.Event.REMINDER, seen.tier(locked.tier), detail))
+    ApprovalRequest.objects.filter(pk__in=[row.pk for row in rows]).update(
+        remind_at=None, reminded_at=now
     )
-    notifications_create(
-        approval=locked,
-        event=Notification.Event.ESCALATION,
-        tier=tier,
-        detail=f"Nobody decided yet; members of {group or 'the escalation group'} may now.",
+    events_record(events)
+    notifications_create_many(notes, recipients=seen.recipients)
+    return len(rows)
+
+
+def _escalate(rows: list[ApprovalRequest], *, now: dt.datetime, seen: _Pass) -> int:
+    """Escalate locked, due approvals (in the caller's transaction): the tier's escalation
+    group may decide from now on, and is told, once."""
+    events, notes = [], []
+    for locked in rows:
+        tier = seen.tier(locked.tier)
+        locked.escalate_at = None
+        locked.escalated_at = now
+        group = tier.escalation_group.name if tier and tier.escalation_group_id else ""
+        events.append(
+            _event(
+                locked,
+                action="approval.escalated",
+                actor=SWEEP_ACTOR,
+                data={"escalation_group": group, "expires_at": locked.expires_at.isoformat()},
+            )
+        )
+        detail = f"Nobody decided yet; members of {group or 'the escalation group'} may now."
+        notes.append((locked, Notification.Event.ESCALATION, tier, detail))
+    ApprovalRequest.objects.filter(pk__in=[row.pk for row in rows]).update(
+        escalate_at=None, escalated_at=now
     )
-    return True
+    events_record(events)
+    notifications_create_many(notes, recipients=seen.recipients)
+    return len(rows)
+
+
+def _event(locked: ApprovalRequest, *, action: str, actor: str, data: dict[str, Any]) -> dict:
+    return {
+        "action": action,
+        "actor": actor,
+        "run_id": locked.run_id,
+        "approval_id": locked.id,
+        "tool": locked.tool,
+        "data": data,
+    }
