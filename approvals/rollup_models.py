@@ -81,3 +81,36 @@ class MetricsBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dimension}={self.group_key} b{self.bucket} L{self.level}:{self.block}"
+
+
+class RunStatusCount(models.Model):
+    """Runs created on one UTC day (days since 1970-01-01) that have one status, as of the last
+    compaction (approvals/rollup_runs.py); RunStatusDelta holds the changes since."""
+
+    day = models.IntegerField()
+    status = models.CharField(max_length=12)
+    n = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["day", "status"], name="run_status_count_cell")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status} on day {self.day}: {self.n}"
+
+
+class RunStatusDelta(models.Model):
+    """One change of a run's status (+1 for the new, -1 for the old), appended by a database
+    trigger on approvals_agentrun in the changing transaction; folded into RunStatusCount."""
+
+    id = models.BigAutoField(primary_key=True)
+    day = models.IntegerField()
+    status = models.CharField(max_length=12)
+    n = models.SmallIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="run_status_delta_day")]
+
+    def __str__(self) -> str:
+        return f"{self.status} on day {self.day}: {self.n:+d}"

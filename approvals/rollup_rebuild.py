@@ -14,7 +14,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import AgentRun, ApprovalRequest
-from approvals.rollup_models import MetricsCount, MetricsHistogram
+from approvals.rollup_models import MetricsCount, MetricsHistogram, RunStatusCount
+from approvals.rollup_runs import run_status_rebuild
 from approvals.rollups import (
     _PERSON_OUTCOMES,
     GAMMA,
@@ -40,7 +41,8 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
     day's cells are complete once the stream has passed it (the console time zone's decision
     day needs Python there). Each higher level is one ``INSERT ... SELECT ... GROUP BY`` over
     the level below. On Postgres the rollup tables are locked meanwhile: a decision made during
-    the rebuild waits, then counts once.
+    the rebuild waits, then counts once. The runs by status per day (approvals/rollup_runs.py)
+    are counted again in the same transaction.
     """
     started = time.perf_counter()
     closed = (
@@ -74,6 +76,9 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
         else:
             total = _level0_by_python(closed, batch=batch, started=started, progress=progress)
         _levels_above()
+        # Migration 0016 runs this before 0017 created the run status tables (0017 fills them).
+        if RunStatusCount._meta.db_table in connection.introspection.table_names():
+            run_status_rebuild()
     progress(f"  {total:,} approvals counted in {time.perf_counter() - started:.1f} s")
     return total
 

@@ -23,8 +23,10 @@ def _approvals(
     tool: str | None = None,
     run_id: Any = None,
     q: str | None = None,
+    decided: bool = True,
 ) -> QuerySet[ApprovalRequest]:
-    qs = ApprovalRequest.objects.select_related("run", "run__requested_by", "decided_by")
+    related = ("run", "run__requested_by") + (("decided_by",) if decided else ())
+    qs = ApprovalRequest.objects.select_related(*related)
     if status:
         qs = qs.filter(status=status)
     if tier:
@@ -74,8 +76,18 @@ def approval_list_pending(
     ``mine`` keeps those ``user`` may decide (who may decide an approval may see it);
     otherwise those ``user`` may see.
     """
+    # No decider to join (a pending approval has none): that LEFT JOIN was planned as a hash
+    # join, which gives up the approval_queue index's order, so Postgres read and sorted every
+    # pending approval instead of stopping after a page (it estimates few: pending and
+    # unexpired are correlated). With nested loops only, the index order is the page order.
     qs = _approvals(
-        status=ApprovalRequest.Status.PENDING, tier=tier, agent=agent, tool=tool, run_id=run_id, q=q
+        status=ApprovalRequest.Status.PENDING,
+        tier=tier,
+        agent=agent,
+        tool=tool,
+        run_id=run_id,
+        q=q,
+        decided=False,
     )
     qs = qs.filter(expires_at__gt=timezone.now())
     if not mine:

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.rollup_runs import runs_by_status_days
 from approvals.rollups import ALPHA
 from console.metrics.definitions import (
     GROUP_DEFAULT,
@@ -170,6 +171,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         computed = _rows_by_group(groups=groups, since=since, now=now)
         per_day = metrics_decisions_per_day(since=since, now=now)
         time_to_decision = metrics_time_to_decision(since=since, now=now)
+        runs_by_status = metrics_runs_by_status(since=since, now=now)
     else:  # the rollups: whole UTC days, percentiles within ALPHA
         postgres_tune(ROLLUP_SETTINGS)  # inside metrics_report()'s transaction
         first, last = day_range(window_days=window_days, now=now)
@@ -177,6 +179,8 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         computed = rows_from_rollups(groups=groups, first=first, last=last)
         per_day = decisions_per_day_from_rollups(since=since, now=now)
         time_to_decision = time_to_decision_from_rollups(first=first, last=last)
+        # Runs created on the window's whole UTC days, from the trigger-kept counts.
+        runs_by_status = runs_by_status_days(first=first, last=last)
     [total] = queue_fill(computed[None], group=None, now=now)
     rate, median = fatigue_thresholds()
     return MetricsReport(
@@ -192,7 +196,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         decisions_per_day=per_day,
         time_to_decision=time_to_decision,
         queue_age=metrics_queue_age(now=now),
-        runs_by_status=metrics_runs_by_status(since=since, now=now),
+        runs_by_status=runs_by_status,
         exact=exact,
     )
 

@@ -129,9 +129,12 @@ def rows_from_rollups(
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
-    get = into.get
+    # Zero the keys ``into`` lacks first (one set difference, in C), then add without a
+    # .get() per key: about half the time of the plain loop (bench/metrics.py, 80k buckets).
+    for bucket in counts.keys() - into.keys():
+        into[bucket] = 0
     for bucket, n in counts.items():
-        into[bucket] = get(bucket, 0) + n
+        into[bucket] += n
 
 
 def _percentiles(
@@ -149,7 +152,11 @@ def _percentiles(
         "dimension", "group_key", "counts"
     )
     for dimension, key, counts in histograms.order_by():
-        _add(merged.setdefault((dimension, key), {}), counts)
+        cell = merged.get((dimension, key))
+        if cell is None:
+            merged[dimension, key] = dict(counts)
+        else:
+            _add(cell, counts)
     everything: dict[str, int] = {}
     for (dimension, _), histogram in merged.items():
         if dimension == "tier":  # every closed approval has exactly one tier
