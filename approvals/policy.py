@@ -16,7 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Subquery
 
 from approvals.models import PolicyVersion, RiskTier, ToolPolicy, ToolPolicyRule
 
@@ -79,7 +79,17 @@ def _tiers_read() -> dict[str, RiskTier] | None:
     if memo is None:
         return None
     if "tiers" not in memo:
-        memo["tiers"] = {t.name: t for t in RiskTier.objects.select_related("webhook_endpoint")}
+        # The policy version rides on the same statement (one snapshot): what the approval
+        # requests record is the version of the tiers they were given.
+        version = PolicyVersion.objects.filter(pk=1).values("number")[:1]
+        tiers = list(
+            RiskTier.objects.select_related("webhook_endpoint").annotate(
+                policy_number=Subquery(version)
+            )
+        )
+        memo["tiers"] = {t.name: t for t in tiers}
+        if tiers and "version" not in memo:
+            memo["version"] = tiers[0].policy_number or 0
     return memo["tiers"]
 
 
@@ -183,6 +193,8 @@ def tier_allowed_decisions(tier: str) -> list[str]:
 
 def policy_version_current() -> int:
     memo = _read_once.get()
+    if memo is not None and "tiers" not in memo:
+        _tiers_read()  # reads the version with the tiers
     if memo is not None and "version" in memo:
         return memo["version"]
     number = _version_read()

@@ -16,6 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from audit import append
 from audit.canonical import canonical_json, canonical_parse, canonical_text, sha256_hex
 from audit.models import AuditEvent, AuditExport
 
@@ -127,8 +128,8 @@ _PG_LOCK_AND_HEAD = (
 )
 
 
-def _head_locked() -> tuple[int, str]:
-    """Take the chain lock (held to the end of the transaction) and read the head.
+def _head_memo() -> tuple[int, str] | None:
+    """The head as this transaction last wrote it, or None when the head must be read.
 
     Once this transaction appended an event, the head is that event for as long as the
     transaction holds the lock: no round trip. The memo is an on-commit marker registered with
@@ -141,6 +142,14 @@ def _head_locked() -> tuple[int, str]:
             entry[1] is marker for entry in connection.run_on_commit
         ):
             return seq, hash_
+    return None
+
+
+def _head_locked() -> tuple[int, str]:
+    """Take the chain lock (held to the end of the transaction) and read the head."""
+    memo = _head_memo()
+    if memo is not None:
+        return memo
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(_PG_LOCK_AND_HEAD)
@@ -186,7 +195,12 @@ def event_record(
     # stands or falls with the state change it records (invariant 3).
     block = contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic()
     with block:
-        head_seq, prev_hash = _head_locked()
+        memo = _head_memo()
+        one_trip = memo is None and append.one_trip_supported()
+        if one_trip:
+            head_seq, prev_hash = 0, ""  # read and written by the INSERT itself
+        else:
+            head_seq, prev_hash = memo if memo is not None else _head_locked()
         event = AuditEvent(
             seq=head_seq + 1,
             at=timezone.now(),
@@ -206,8 +220,15 @@ def event_record(
         event.canonical = record_text(event_row(event))
         # The jsonb holds the parsed text, so its values are the hashed ones (verify checks).
         event.data = canonical_parse(event.canonical)["data"]
-        event.hash = record_hash(prev_hash, event.canonical)
-        event.save(force_insert=True)
+        if one_trip:
+            # The lock, the head and this event in one round trip (audit.append).
+            prefix, suffix = append.text_split(event.canonical)
+            append.event_insert_at_head(
+                event, lock_key=_CHAIN_LOCK_KEY, genesis=GENESIS_HASH, prefix=prefix, suffix=suffix
+            )
+        else:
+            event.hash = record_hash(prev_hash, event.canonical)
+            event.save(force_insert=True)
         _head_remember(event.seq, event.hash)
     return event
 

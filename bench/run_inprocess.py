@@ -52,6 +52,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--callers", action="store_true", help="print the queries of one run by calling function"
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the timed runs: Django round trips, checkpointer, the rest (Python)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -81,6 +86,8 @@ def main() -> int:
             command = [sys.executable, __file__, "--child", "--runs", str(args.runs), "--db", db]
             if args.callers:
                 command.append("--callers")
+            if args.profile:
+                command.append("--profile")
             status |= subprocess.call(command, env=env, cwd=ROOT)
     return status
 
@@ -91,8 +98,10 @@ def _postgres_fresh(url: str) -> None:
 
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
-    if not name.startswith("bench_"):
-        raise SystemExit(f"refusing to drop {name!r}: a scratch database's name starts bench_")
+    if not name.startswith(("bench_", "w_")):
+        raise SystemExit(
+            f"refusing to drop {name!r}: a scratch database's name starts bench_ (or w_)"
+        )
     maintenance = parts._replace(path="/postgres").geturl()
     with psycopg.connect(maintenance, autocommit=True) as admin:
         admin.execute(
@@ -119,6 +128,9 @@ def child(args: argparse.Namespace) -> int:
     people = _people()
     section(f"one incident run in-process, {args.db} ({args.runs} runs after one warm-up)")
     _one_run(people)  # warm-up: imports, compiled graph, prepared caches
+    if args.profile:
+        _profile(people, args.runs)
+        return 0
     runs = [_one_run(people) for _ in range(args.runs)]
     bare = [_bare_run() for _ in range(args.runs + 1)][1:]
     commit_ms = _insert_commit_ms()
@@ -126,6 +138,48 @@ def child(args: argparse.Namespace) -> int:
     if args.callers:
         _print_callers(_one_run(people, callers=True))
     return 0
+
+
+# Where the time of a run goes, by the outermost call of each kind (cumulative seconds):
+# Django's statements (the round trip and the driver), the checkpointer's methods (its own
+# connection), and everything else (LangGraph, the nodes, our Python).
+_PROFILE_BUCKETS = {
+    "Django statements (round trips + driver)": (("django/db/backends/utils.py", "_execute"),),
+    "checkpointer (put, put_writes, get_tuple, list)": tuple(
+        ("agents/runtime/fenced_saver.py", name) for name in ("put", "put_writes", "list")
+    )
+    + (("agents/runtime/fast_saver.py", "get_tuple"),),
+}
+
+
+def _profile(people: dict[str, Any], runs: int) -> None:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    for _ in range(runs):
+        _one_run(people)
+    profiler.disable()
+    total = (time.perf_counter() - started) * 1000 / runs
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    print(f"  profile, per run (mean of {runs}): {total:.1f} ms under cProfile")
+    accounted = 0.0
+    for label, functions in _PROFILE_BUCKETS.items():
+        ms = calls = 0.0
+        for (filename, _, name), (_, ncalls, _, cumulative, _) in stats.items():
+            if any(filename.endswith(f) and name == n for f, n in functions):
+                ms += cumulative * 1000 / runs
+                calls += ncalls / runs
+        accounted += ms
+        print(f"    {label:<50} {ms:8.1f} ms  ({calls:.0f} calls)")
+    print(f"    {'the rest (LangGraph, nodes, our Python)':<50} {total - accounted:8.1f} ms")
+    ranked = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:12]
+    print("    top functions by own time:")
+    for (filename, line, name), (_, ncalls, own, _, _) in ranked:
+        where = f"{Path(filename).name}:{line} {name}"
+        print(f"      {own * 1000 / runs:7.2f} ms  {ncalls / runs:6.0f} calls  {where}")
 
 
 def _people() -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
 from agents.effects.errors import EffectApprovalMisuse, EffectArgsMismatch, EffectTierRose
 from agents.tools import tool_find
@@ -18,11 +19,28 @@ from audit.verify import json_same
 ACTOR = "system:ledger"
 
 
+def approval_read(approval_id: int) -> ApprovalRequest:
+    """The approval, with what the ledger's fence asks of its run in the same statement
+    (``fence_cancel_requested``, ``fence_lease_owner``, ``fence_lease_expires_at``)."""
+    return ApprovalRequest.objects.annotate(
+        fence_cancel_requested=F("run__cancel_requested"),
+        fence_lease_owner=F("run__lease_owner"),
+        fence_lease_expires_at=F("run__lease_expires_at"),
+    ).get(pk=approval_id)
+
+
 def approval_authorize(
-    *, approval_id: int, run_id: str, key: str, action_key: str, approved_args: dict[str, Any]
+    *,
+    approval_id: int,
+    run_id: str,
+    key: str,
+    action_key: str,
+    approved_args: dict[str, Any],
+    approval: ApprovalRequest | None = None,
 ) -> None:
-    """Raise unless the approval authorizes running ``approved_args`` under ``action_key``."""
-    approval = _check_approved_args(approval_id=approval_id, args=approved_args)
+    """Raise unless the approval authorizes running ``approved_args`` under ``action_key``.
+    ``approval``: the row as just read (``approval_read``), else it is read here."""
+    approval = _check_approved_args(approval_id=approval_id, args=approved_args, approval=approval)
     _spend(approval=approval, run_id=run_id, key=key, action_key=action_key)
 
 
@@ -55,8 +73,11 @@ def _spend(*, approval: ApprovalRequest, run_id: str, key: str, action_key: str)
     raise EffectApprovalMisuse(reason)
 
 
-def _check_approved_args(*, approval_id: int, args: dict[str, Any]) -> ApprovalRequest:
-    approval = ApprovalRequest.objects.get(pk=approval_id)
+def _check_approved_args(
+    *, approval_id: int, args: dict[str, Any], approval: ApprovalRequest | None = None
+) -> ApprovalRequest:
+    if approval is None:
+        approval = ApprovalRequest.objects.get(pk=approval_id)
     if approval.status not in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED):
         raise EffectArgsMismatch(f"approval {approval_id} is {approval.status}, not approved")
     decision = approval.decision or {}

@@ -18,9 +18,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.effects.authorize import approval_authorize
+from agents.effects.authorize import approval_authorize, approval_read
 from agents.effects.calls import as_stored_json as _json
 from agents.effects.calls import call_with_timeout
+from agents.effects.claim import effect_insert_fenced
 from agents.effects.errors import (
     AdvanceDeadline,
     EffectConflict,
@@ -32,12 +33,12 @@ from agents.effects.errors import (
     call_timeouts,
     call_transient_errors,
 )
+from agents.effects.fence import fence, fence_check
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.effects.rows import effect_mark
 from agents.effects.timing import already_done, deferred_before, run_config_value, short_of_time
 from agents.models import Effect, Settlement
 from agents.tools import tool_get
-from approvals.models import AgentRun
 from audit.canonical import payload_hash
 from audit.services import event_record
 
@@ -101,8 +102,21 @@ def _execute(
     args = _json(args)
     fingerprint = payload_hash(args)
     compensating = compensates is not None
-    # Cancel and lease before anything is claimed (invariants 6 and 14).
-    _fence(run_id, compensating=compensating)
+    # Cancel and lease before an approval is spent (invariants 6 and 14): with an approval of
+    # this run, its run's fence fields come with the approval's row. Without an approval
+    # nothing is written before the claim, and the claim is fenced in its own INSERT.
+    approval = approval_read(approval_id) if approval_id is not None else None
+    if approval is not None and str(approval.run_id) == str(run_id):
+        fence_check(
+            run_id,
+            compensating=compensating,
+            owner=_lease_owner(),
+            cancel_requested=approval.fence_cancel_requested,
+            lease_owner=approval.fence_lease_owner,
+            lease_expires_at=approval.fence_lease_expires_at,
+        )
+    elif approval is not None:
+        _fence(run_id, compensating=compensating)
     if approval_id is not None:
         approval_authorize(
             approval_id=approval_id,
@@ -110,6 +124,7 @@ def _execute(
             key=key,
             action_key=action_key or key,
             approved_args=_json(approved_args),
+            approval=approval,
         )
     if short_of_time() and not already_done(key) and not deferred_before(run_id, key):
         # Started now, the call could not have its full timeout before the advance's deadline:
@@ -124,6 +139,7 @@ def _execute(
         fingerprint=fingerprint,
         approval_id=approval_id,
         compensates=compensates,
+        compensating=compensating,
     )
     if effect.status in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
         return effect.result
@@ -140,8 +156,10 @@ def _execute(
                 "a person must settle it"
             )
         effect = _reclaim(effect)
-
-    _fence(run_id, compensating=compensating)
+    if not fresh:
+        # Before calling again under an earlier attempt's key. A fresh claim was fenced by its
+        # own INSERT (or, reclaimed after a failure, just before), and the call follows it.
+        _fence(run_id, compensating=compensating)
     attempts = 0
     # A tool that cannot take the key is called at most once: no retry could be deduped.
     max_attempts = settings.TOOL_MAX_RETRIES + 1 if spec.takes_key else 1
@@ -197,26 +215,7 @@ def _lease_owner() -> str | None:
 
 
 def _fence(run_id: str, *, compensating: bool) -> None:
-    """Refuse a new effect of a cancelled run (compensations still run), and any effect unless
-    this worker still holds the run's live lease (when called inside a run)."""
-    run = (
-        AgentRun.objects.filter(pk=run_id)
-        .only("cancel_requested", "lease_owner", "lease_expires_at")
-        .first()
-    )
-    if run is None:
-        return
-    if run.cancel_requested and not compensating:
-        raise RunCancelled(f"run {run_id} was cancelled: no new effect starts")
-    owner = _lease_owner()
-    if owner is None:
-        return
-    if (
-        run.lease_owner != owner
-        or not run.lease_expires_at
-        or run.lease_expires_at <= timezone.now()
-    ):
-        raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
+    fence(run_id, compensating=compensating, owner=_lease_owner())
 
 
 def _claim(
@@ -228,12 +227,13 @@ def _claim(
     fingerprint: str,
     approval_id: int | None,
     compensates: Effect | None,
+    compensating: bool,
 ) -> tuple[Effect, bool]:
-    """(row, fresh): insert the claim, or load the existing row for this key and check it is
-    the same call."""
+    """(row, fresh): insert the claim (fenced: ``effect_insert_fenced``), or load the existing
+    row for this key and check it is the same call."""
     try:
         with transaction.atomic(durable=True):
-            effect = Effect.objects.create(
+            effect = Effect(
                 key=key,
                 run_id=run_id,
                 tool=tool,
@@ -243,6 +243,11 @@ def _claim(
                 compensates=compensates,
                 status=Effect.Status.CLAIMED,
             )
+            now = timezone.now()
+            owner = _lease_owner()
+            if not effect_insert_fenced(effect, owner=owner, compensating=compensating, now=now):
+                _fence(run_id, compensating=compensating)  # raises why, as it stands now
+                raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
             event_record(
                 action="effect.claimed",
                 actor=ACTOR,
@@ -254,6 +259,7 @@ def _claim(
             return effect, True
     except IntegrityError:
         pass
+    _fence(run_id, compensating=compensating)  # before this attempt acts on the stored row
     effect = Effect.objects.get(key=key)
     if effect.tool != tool or effect.args_fingerprint != fingerprint:
         raise EffectConflict(

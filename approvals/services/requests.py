@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from approvals import policy
@@ -60,11 +60,11 @@ def approval_requests_sync(
                 policy_version=version,
                 **due_times(tier=tier, expires_at=item["expires_at"]),
             )
-            try:
-                with transaction.atomic():
-                    approval.save(force_insert=True)
-            except IntegrityError:
-                continue  # created by a concurrent advance
+            # No savepoint: every request of a run is created here, under the run's row lock
+            # (taken above), after reading the existing ones, so no other advance can insert
+            # the same (run, interrupt, action) meanwhile. Should the unique constraint still
+            # refuse one, the whole transaction rolls back and the advance is retried.
+            approval.save(force_insert=True)
             event_record(
                 action="approval.requested",
                 actor=f"agent:{run.id}",

@@ -25,7 +25,7 @@ from agents.services import run_start
 from approvals.models import AgentRun
 from approvals.services import approval_decide, policy_seed_demo
 from audit.models import AuditEvent
-from audit.services import event_record
+from audit.services import event_record, event_row, record_hash, record_text
 from audit.verify import chain_verify_db
 from tests.support.queue import NOTIFICATION_MODULES, RUNNER_MODULES
 
@@ -35,10 +35,11 @@ INCIDENT = {"service": "checkout", "signal": "5xx above 5%", "severity": "sev3"}
 
 # The budgets, as CaptureQueriesContext counts (BEGIN and COMMIT included; the same on both
 # databases). Before this work the same run cost 186 on Postgres, 174 on SQLite
-# (docs/benchmarks.md, "One run in-process"); now 95. The whole run leaves the decision a few
-# queries of room (approval_decide is the reviewer's, not the runner's); its phases do not.
-RUN_BUDGET = 100
-PHASE_BUDGET = {"start": 5, "to waiting": 28, "to completed": 45}
+# (docs/benchmarks.md, "One run in-process"); then 97; now 79 (start 4, to waiting 23, decide
+# 17, to completed 35). The whole run also counts this test's two reads (the approval to
+# decide, the run at the end): 81, exactly; its phases leave no room either.
+RUN_BUDGET = 81
+PHASE_BUDGET = {"start": 4, "to waiting": 23, "to completed": 35}
 
 
 @pytest.fixture
@@ -165,13 +166,28 @@ def test_a_replayed_step_counts_nothing_but_still_reads_the_stop_signals(alice):
 
 def test_events_of_one_transaction_read_the_chain_head_once(bob, django_assert_num_queries):
     event_record(action="run.created", actor=bob)
-    # BEGIN, the head (with the chain lock on Postgres), three INSERTs, COMMIT.
-    queries = 6
+    # BEGIN, the first INSERT (with the chain lock and the head read, one round trip), two
+    # more INSERTs, COMMIT.
+    queries = 5
     with django_assert_num_queries(queries), transaction.atomic():
         first = event_record(action="approval.requested", actor="agent:1")
         second = event_record(action="run.waiting", actor="agent:1")
         third = event_record(action="run.completed", actor="agent:1")
     assert (second.prev_hash, third.prev_hash) == (first.hash, second.hash)
+    assert chain_verify_db().ok
+
+
+def test_the_first_event_of_a_transaction_takes_one_round_trip(bob, django_assert_num_queries):
+    """The chain lock, the head read and the INSERT in one statement sent; seq, canonical text
+    and hash computed in SQL are the ones Python computes."""
+    before = event_record(action="run.created", actor=bob)
+    with django_assert_num_queries(3), transaction.atomic():  # BEGIN, the INSERT, COMMIT
+        event = event_record(action="run.started", actor="agent:1", data={"seq": 7, "n": [1]})
+    stored = AuditEvent.objects.get(pk=event.pk)
+    assert (stored.seq, stored.prev_hash) == (before.seq + 1, before.hash)
+    assert stored.canonical == event.canonical == record_text(event_row(stored))
+    assert stored.hash == event.hash == record_hash(before.hash, stored.canonical)
+    assert stored.data == {"seq": 7, "n": [1]}
     assert chain_verify_db().ok
 
 

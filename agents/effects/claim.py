@@ -1,0 +1,60 @@
+"""The effect's claim, fenced in its own INSERT (invariants 1, 6 and 14).
+
+The row goes in only if the run is not cancelled (unless this is a compensation) and, inside
+a run, this worker still holds its live lease: the fence is the WHERE of the write, so a
+fenced-out worker's claim inserts nothing, and no separate read of the run precedes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import connection
+
+from agents.models import Effect
+from approvals.models import AgentRun
+
+
+def effect_insert_fenced(
+    effect: Effect, *, owner: str | None, compensating: bool, now: dt.datetime
+) -> bool:
+    """Insert ``effect`` (unsaved) if its run passes the fence; whether it went in (its pk set).
+    A key already claimed raises IntegrityError, as ``Effect.objects.create`` does."""
+    postgres = connection.vendor == "postgresql"
+    ops = connection.ops
+    fields = [f for f in Effect._meta.concrete_fields if not f.primary_key]
+    values = []
+    for field in fields:
+        value = field.pre_save(effect, add=True)  # auto_now(_add) set here, as save() would
+        values.append(field.get_db_prep_save(value, connection))
+    # Postgres types the SELECT's literals as text: cast each to its column's type. SQLite has
+    # column affinity (a CAST there would turn a datetime text into a number).
+    slots = [f"CAST(%s AS {f.db_type(connection)})" if postgres else "%s" for f in fields]
+    runs = ops.quote_name(AgentRun._meta.db_table)
+    fence = [f"r.{ops.quote_name('id')} = %s"]
+    params: list = [*values, AgentRun._meta.pk.get_db_prep_value(effect.run_id, connection)]
+    if not compensating:
+        fence.append(f"r.{ops.quote_name('cancel_requested')} = %s")
+        params.append(False)
+    if owner is not None:
+        fence.append(f"r.{ops.quote_name('lease_owner')} = %s")
+        fence.append(f"r.{ops.quote_name('lease_expires_at')} > %s")
+        params += [
+            owner,
+            AgentRun._meta.get_field("lease_expires_at").get_db_prep_value(now, connection),
+        ]
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    sql = (
+        f"INSERT INTO {ops.quote_name(Effect._meta.db_table)} ({columns}) "
+        f"SELECT {', '.join(slots)} WHERE EXISTS "
+        f"(SELECT 1 FROM {runs} r WHERE {' AND '.join(fence)}) RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    effect.pk = row[0]
+    effect._state.adding = False
+    effect._state.db = connection.alias
+    return True
