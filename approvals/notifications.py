@@ -236,11 +236,27 @@ def notification_deliver(*, notification_id: int) -> str:
     return "sent"
 
 
+def _deliver_many_budget() -> float:
+    """Seconds a batch task may keep starting sends: one more send (up to
+    WEBHOOK_TIMEOUT_SECONDS) still ends well inside the task timeout (Q_TIMEOUT)."""
+    return max(0.0, settings.Q_TIMEOUT / 2 - WEBHOOK_TIMEOUT_SECONDS)
+
+
 def notifications_deliver(*, notification_ids: list[int]) -> dict[str, int]:
     """Deliver each of the rows in turn (``notification_deliver``: claimed one by one, so a
-    re-delivered task or a sweep retry never sends a row twice at once); counts by outcome."""
+    re-delivered task or a sweep retry never sends a row twice at once); counts by outcome.
+
+    A deadline well below the task timeout: once it passed, the rows not yet started go on in
+    a new task (a task killed mid-send would leave its row to be sent again)."""
     outcomes: dict[str, int] = {}
-    for notification_id in dict.fromkeys(notification_ids):
+    ids = list(dict.fromkeys(notification_ids))
+    started = timezone.now()
+    budget = _deliver_many_budget()
+    for index, notification_id in enumerate(ids):
+        if index and (timezone.now() - started).total_seconds() > budget:
+            async_task(DELIVER_MANY_TASK, ids[index:], group="notifications")
+            outcomes["requeued"] = len(ids) - index
+            break
         outcome = notification_deliver(notification_id=notification_id).split(":")[0]
         outcome = outcome.split(" in ")[0]  # "retry in 30s" -> "retry"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1

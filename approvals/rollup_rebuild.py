@@ -42,7 +42,7 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
     day needs Python there). Each higher level is one ``INSERT ... SELECT ... GROUP BY`` over
     the level below. On Postgres the rollup tables are locked meanwhile: a decision made during
     the rebuild waits, then counts once. The runs by status per day (approvals/rollup_runs.py)
-    are counted again in the same transaction.
+    are counted again afterwards, in a transaction of their own.
     """
     started = time.perf_counter()
     closed = (
@@ -76,8 +76,12 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
         else:
             total = _level0_by_python(closed, batch=batch, started=started, progress=progress)
         _levels_above()
-        # Migration 0016 runs this before 0017 created the run status tables (0017 fills them).
-        if RunStatusCount._meta.db_table in connection.introspection.table_names():
+    # Migration 0016 runs this before 0017 created the run status tables (0017 fills them).
+    # Its own transaction, after the rollup tables' locks are released: a run cancel updates
+    # the run and then the rollups, so SHARE on the runs while holding the rollup tables'
+    # EXCLUSIVE lock would deadlock with it.
+    if RunStatusCount._meta.db_table in connection.introspection.table_names():
+        with transaction.atomic():
             run_status_rebuild()
     progress(f"  {total:,} approvals counted in {time.perf_counter() - started:.1f} s")
     return total

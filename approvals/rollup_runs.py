@@ -15,7 +15,7 @@ all. ``run_status_rebuild()`` (``manage.py metrics_backfill``) counts them again
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 
 from approvals.models import AgentRun
 from approvals.rollup_models import RunStatusCount, RunStatusDelta
@@ -154,3 +154,42 @@ def run_status_rebuild() -> None:
             f"INSERT INTO {COUNTS} (day, status, n) SELECT {day} AS day, status, COUNT(*) "
             f"FROM {RUNS} GROUP BY 1, 2"
         )
+
+
+_TRIGGERS = {
+    "postgresql": {"run_status_delta_insert_delete", "run_status_delta_update"},
+    "sqlite": {"run_status_delta_insert", "run_status_delta_delete", "run_status_delta_update"},
+}
+
+
+def _triggers_present(cursor, vendor: str) -> set[str]:
+    if vendor == "postgresql":
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+            [RUNS],
+        )
+    else:
+        cursor.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [RUNS]
+        )
+    return {name for (name,) in cursor.fetchall()}
+
+
+def run_status_triggers_ensure() -> bool:
+    """Put the triggers back if a migration dropped them; True when it had to.
+
+    SQLite alters most columns by remaking the table (create, copy, drop, rename), and the
+    dropped table takes its triggers along; from then on status changes would go uncounted. So
+    after every ``migrate`` (post_migrate, approvals/apps.py) the triggers are checked, and if
+    any is missing they are installed again and the counts rebuilt from the runs."""
+    vendor = connection.vendor
+    if vendor not in _TRIGGERS or DELTAS not in connection.introspection.table_names():
+        return False  # migrated back below 0017: nothing to keep
+    with transaction.atomic(), connection.cursor() as cursor:
+        if _triggers_present(cursor, vendor) >= _TRIGGERS[vendor]:
+            return False
+        for statement in triggers_drop_sql(vendor) + triggers_sql(vendor):
+            cursor.execute(statement)
+    with transaction.atomic():
+        run_status_rebuild()
+    return True

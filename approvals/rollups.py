@@ -243,8 +243,11 @@ def _upsert(*, counts: Counter, buckets: Counter, chunk: int = 500) -> None:
     )
     with connection.cursor() as cursor:
         for sql, rows, placeholder in statements:
-            for start in range(0, len(rows), chunk):
-                part = rows[start : start + chunk]
+            # Within the backend's variable limit (SQLite: 999 as Django assumes it).
+            limit = connection.features.max_query_params
+            step = min(chunk, limit // placeholder.count("%s")) if limit else chunk
+            for start in range(0, len(rows), step):
+                part = rows[start : start + step]
                 cursor.execute(
                     sql.format(values=", ".join([placeholder] * len(part))),
                     [value for row in part for value in row],

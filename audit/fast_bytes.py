@@ -29,6 +29,8 @@ _LINE_OPTIONS = _OPTIONS | orjson.OPT_APPEND_NEWLINE if orjson else 0
 # leaves a "." right after the ':', '[' or ',' before it, and an integer leaves nothing.
 _MARKS = bytes.maketrans(b"eE", b"..")
 _DIGITS = b"0123456789+-"
+# Distinct client addresses columns_are_text keeps spelled at once (then it starts again).
+_IPS_KEPT = 1024
 
 
 def no_double(data: bytes) -> bool:
@@ -81,6 +83,8 @@ def columns_are_text(row: tuple, data: bytes, ips: dict[Any, Any]) -> bool:
     if ip is not None:
         spelled = ips.get(ip)
         if spelled is None:
+            if len(ips) >= _IPS_KEPT:  # bounded: the walk promises constant memory
+                ips.clear()
             spelled = ips[ip] = _ip_text(ip)
         ip = spelled
     try:

@@ -217,12 +217,11 @@ def chain_verify_db(*, chunk_size: int = 5000) -> VerifyResult:
             return result.fail(
                 seq=expected_seq, reason=f"seq {expected_seq} is missing (next row is {seq})"
             )
-        data = text.encode() if text else b""
         if not (
             version == CHAIN_VERSION
             and row_prev == prev_hash
-            and data
-            and sha256(row_prev.encode() + data).hexdigest() == row_hash
+            and text
+            and sha256(row_prev.encode() + (data := text.encode())).hexdigest() == row_hash
             and (
                 fast_bytes.columns_are_text(row, data, ips)
                 if fast_bytes.AVAILABLE
