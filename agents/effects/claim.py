@@ -8,11 +8,17 @@ fenced-out worker's claim inserts nothing, and no separate read of the run prece
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from django.db import connection
 
 from agents.models import Effect
 from approvals.models import AgentRun
+
+
+def _cast_type(field) -> str:
+    db_type = field.db_type(connection)
+    return re.sub(r"^(varchar|character varying|char|character)\(\d+\)$", "text", db_type)
 
 
 def effect_insert_fenced(
@@ -29,7 +35,9 @@ def effect_insert_fenced(
         values.append(field.get_db_prep_save(value, connection))
     # Postgres types the SELECT's literals as text: cast each to its column's type. SQLite has
     # column affinity (a CAST there would turn a datetime text into a number).
-    slots = [f"CAST(%s AS {f.db_type(connection)})" if postgres else "%s" for f in fields]
+    # An explicit CAST to varchar(n) truncates silently: cast to the unbounded type, so the
+    # column's own length check refuses an over-long value, as a plain INSERT does.
+    slots = [f"CAST(%s AS {_cast_type(f)})" if postgres else "%s" for f in fields]
     runs = ops.quote_name(AgentRun._meta.db_table)
     fence = [f"r.{ops.quote_name('id')} = %s"]
     params: list = [*values, AgentRun._meta.pk.get_db_prep_value(effect.run_id, connection)]
