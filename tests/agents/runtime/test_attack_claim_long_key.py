@@ -50,6 +50,8 @@ def test_a_key_longer_than_its_column_is_never_stored_other_than_given(note_agen
         assert calls == []
         return
     # It ran: then the ledger must hold exactly this key, and a replay must be deduped.
-    assert Effect.objects.filter(key=key).exists(), [len(k) for k in Effect.objects.values_list("key", flat=True)]
+    assert Effect.objects.filter(key=key).exists(), [
+        len(k) for k in Effect.objects.values_list("key", flat=True)
+    ]
     assert execute() == first
     assert len(calls) == 1
