@@ -96,6 +96,21 @@ def _recipients(*, approval: ApprovalRequest, tier: RiskTier, event: str) -> lis
     return _emails(groups=groups, exclude_user_id=requester_id)
 
 
+def message_payload(*, approval: ApprovalRequest, event: str, text: str) -> dict[str, Any]:
+    """The JSON a webhook receives for one event of one approval (and the e-mail's record)."""
+    return {
+        "text": text,
+        "event": event,
+        "approval_id": approval.pk,
+        "run_id": str(approval.run_id),
+        "tool": approval.tool,
+        "tier": approval.tier,
+        "status": approval.status,
+        "expires_at": approval.expires_at.isoformat(),
+        "url": approval_url(approval),
+    }
+
+
 def notifications_create(
     *, approval: ApprovalRequest, event: str, tier: RiskTier | None, detail: str = ""
 ) -> list[Notification]:
@@ -107,17 +122,7 @@ def notifications_create(
         return []
     subject, text = _text(approval=approval, event=event, detail=detail)
     now = timezone.now()
-    payload = {
-        "text": text,
-        "event": event,
-        "approval_id": approval.pk,
-        "run_id": str(approval.run_id),
-        "tool": approval.tool,
-        "tier": approval.tier,
-        "status": approval.status,
-        "expires_at": approval.expires_at.isoformat(),
-        "url": approval_url(approval),
-    }
+    payload = message_payload(approval=approval, event=event, text=text)
     rows: list[Notification] = []
     if tier.email_notifications:
         for email in _recipients(approval=approval, tier=tier, event=event):

@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, Notification, RiskTier
-from approvals.notifications import _text, approval_url, notifications_deliver_enqueue
+from approvals.notifications import _text, message_payload, notifications_deliver_enqueue
 
 Event = Notification.Event
 
@@ -67,17 +67,7 @@ def notifications_create_many(
         if tier is None:
             continue
         subject, text = _text(approval=approval, event=event, detail=detail)
-        payload = {
-            "text": text,
-            "event": event,
-            "approval_id": approval.pk,
-            "run_id": str(approval.run_id),
-            "tool": approval.tool,
-            "tier": approval.tier,
-            "status": approval.status,
-            "expires_at": approval.expires_at.isoformat(),
-            "url": approval_url(approval),
-        }
+        payload = message_payload(approval=approval, event=event, text=text)
         common = {
             "event": event,
             "subject": subject,
