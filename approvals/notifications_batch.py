@@ -38,19 +38,26 @@ class Recipients:
             if not escalation:
                 return []
             key: tuple[Any, ...] = (tier.pk, "escalation")
-            groups = Q(groups=tier.escalation_group_id)
         else:
             with_escalation = event == Event.REMINDER and bool(approval.escalated_at) and escalation
             key = (tier.pk, "approvers", with_escalation)
-            approvers = RiskTier.approver_groups.through.objects.filter(risktier_id=tier.pk)
-            groups = Q(groups__in=approvers.values("group_id"))
-            if with_escalation:
-                groups |= Q(groups=tier.escalation_group_id)
-        if key not in self._members:
-            users = get_user_model().objects.filter(groups, is_active=True).exclude(email="")
-            self._members[key] = list(users.values_list("pk", "email"))
+        if key not in self._members:  # the query is built only when it is run
+            self._members[key] = self._read(tier, key)
         requester = approval.run.requested_by_id
         return sorted({email for pk, email in self._members[key] if pk != requester})
+
+    @staticmethod
+    def _read(tier: RiskTier, key: tuple[Any, ...]) -> list[tuple[int, str]]:
+        """The active members with an address of the groups ``key`` names."""
+        if key[1] == "escalation":
+            groups = Q(groups=tier.escalation_group_id)
+        else:
+            approvers = RiskTier.approver_groups.through.objects.filter(risktier_id=tier.pk)
+            groups = Q(groups__in=approvers.values("group_id"))
+            if key[2]:  # with the escalation group
+                groups |= Q(groups=tier.escalation_group_id)
+        users = get_user_model().objects.filter(groups, is_active=True).exclude(email="")
+        return list(users.values_list("pk", "email"))
 
 
 def notifications_create_many(

@@ -18,6 +18,7 @@ recovery re-queues them if this process dies first).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,17 @@ from audit.batch import events_record
 # Rows claimed per transaction: short enough that a reviewer deciding one of them waits little.
 CHUNK = 50
 SWEEP_ACTOR = "system:sweep"
+# The columns the steps read (the notifications' text and recipients, the events, the expiry's
+# decision and rollups): not the payload, the runs' state or the users' other columns, which
+# cost most of the claim's time to read and turn into objects. Only an expiry notifies the
+# requester, so only the expiry step reads the requesting user (its address).
+_FIELDS = (
+    *("id", "run_id", "tool", "tier", "status", "args", "policy_version", "created_at"),
+    *("expires_at", "remind_at", "escalate_at", "reminded_at", "escalated_at"),
+    *("decided_at", "decided_by_id", "decided_by_label"),
+    *("run__id", "run__agent", "run__requested_by_id"),
+)
+_REQUESTER = ("run__requested_by__id", "run__requested_by__email")
 # A step's action on a chunk's claimed rows (in its transaction): how many it acted on.
 Act = Callable[[list[ApprovalRequest]], int]
 
@@ -114,9 +126,13 @@ def _lock_due(
     chain's lock never waits for a run. The requesting users are not locked: many runs share
     one, and a chunk holding it could deadlock with a decision holding a run.
     """
+    expiry = field == "expires_at"
+    related = ("run", "run__requested_by") if expiry else ("run",)
+    fields = (*_FIELDS, *_REQUESTER) if expiry else _FIELDS
     return list(
         ApprovalRequest.objects.select_for_update(of=("self", "run"), skip_locked=skip_locked)
-        .select_related("run", "run__requested_by")
+        .select_related(*related)
+        .only(*fields)
         .filter(pk__in=ids, status=ApprovalRequest.Status.PENDING, **{f"{field}__lte": now})
         .order_by(field, "id")
     )
@@ -165,34 +181,37 @@ def approval_escalate(*, approval_id: int, now: dt.datetime | None = None) -> bo
 
 
 def _close_many(rows: list[ApprovalRequest], *, now: dt.datetime) -> None:
-    """Write the expiries' close (the fields ``approval_close`` writes) in few statements: the
-    shared fields with one UPDATE per outcome, each row's own decision value with one more.
+    """Write the expiries' close (the fields ``approval_close`` writes) in few statements. On
+    Postgres one UPDATE: each row's status and decision come from one JSON text
+    (``json_to_recordset``; a ``jsonb[]`` parameter costs psycopg a regex per element), the
+    shared fields are constants, and each row gets one new version instead of two. Elsewhere
+    the shared fields with one UPDATE per outcome, each row's own decision with one more.
     (``bulk_update`` builds a CASE per field and row: most of a chunk's time in Python.)"""
-    by_status: dict[str, list[int]] = {}
-    for row in rows:
-        by_status.setdefault(row.status, []).append(row.pk)
-    for status, pks in by_status.items():
-        ApprovalRequest.objects.filter(pk__in=pks).update(
-            status=status,
-            decided_by=None,
-            decided_by_label=TIMEOUT_ACTOR,
-            decided_at=now,
-            remind_at=None,
-            escalate_at=None,
-        )
+    shared = {
+        "decided_by": None,
+        "decided_by_label": TIMEOUT_ACTOR,
+        "decided_at": now,
+        "remind_at": None,
+        "escalate_at": None,
+    }
     if connection.vendor != "postgresql":
+        by_status: dict[str, list[int]] = {}
+        for row in rows:
+            by_status.setdefault(row.status, []).append(row.pk)
+        for status, pks in by_status.items():
+            ApprovalRequest.objects.filter(pk__in=pks).update(status=status, **shared)
         ApprovalRequest.objects.bulk_update(rows, ["decision"])
         return
     table = ApprovalRequest._meta.db_table
-    field = ApprovalRequest._meta.get_field("decision")
+    values = [{"id": row.pk, "s": row.status, "d": row.decision} for row in rows]
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE "{table}" AS a SET "decision" = v.d FROM '  # noqa: S608 - our table name
-            "(SELECT unnest(%s::bigint[]) AS id, unnest(%s::jsonb[]) AS d) AS v WHERE a.id = v.id",
-            [
-                [row.pk for row in rows],
-                [field.get_db_prep_value(row.decision, connection) for row in rows],
-            ],
+            f'UPDATE "{table}" AS a SET "status" = v.s, "decision" = v.d, '  # noqa: S608
+            '"decided_by_id" = NULL, "decided_by_label" = %s, "decided_at" = %s, '
+            '"remind_at" = NULL, "escalate_at" = NULL '
+            "FROM json_to_recordset(%s::json) AS v(id bigint, s varchar, d jsonb) "
+            "WHERE a.id = v.id",
+            [TIMEOUT_ACTOR, now, json.dumps(values)],
         )
 
 
