@@ -173,8 +173,12 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
         command = Command(resume=resume, update=migration) if migration else Command(resume=resume)
         run = approval_services.run_mark_running(run=run, resumed=True)
         return _drive(run, graph, command, spec.version, beat)
-    if state.next:
-        # A worker died mid-run: continue from the last checkpoint.
+    if state.next or state.tasks:
+        # A worker died mid-run: continue from the last checkpoint. ``next`` alone is not
+        # enough: a task whose writes were saved counts as finished, and the tasks they trigger
+        # appear only with the checkpoint that closes the step, which a kill (or a refused
+        # put) can leave unwritten. ``tasks`` still lists that task, so the thread is driven on
+        # and LangGraph applies its saved writes without running it again.
         run = approval_services.run_mark_running(run=run, resumed=False)
         update = Command(update=migration) if migration else None
         return _drive(run, graph, update, spec.version, beat)
