@@ -230,8 +230,12 @@ def runs_not_ended() -> list[AgentRun]:
     return list(AgentRun.objects.exclude(ended))
 
 
-def assert_run_ended_as_planned(planned: Planned, view: dict[str, Any]) -> str:
-    """The run (as the API shows it) ended as its role says; returns what happened to it."""
+def assert_run_ended_as_planned(
+    planned: Planned, view: dict[str, Any], *, acted: set[str], injected: dict[str, list[str]]
+) -> str:
+    """The run (as the API shows it) ended as its role says; returns what happened to it.
+    ``acted``: the keys whose downstream acted in an ``after`` call; ``injected``: the faulted
+    calls (tests/support/faults.py)."""
     tools = Counter(effect["tool"] for effect in view["effects"])
     if planned.ends_as == "completed":
         # Asked, approved, acted once, told the channel once.
@@ -247,10 +251,21 @@ def assert_run_ended_as_planned(planned: Planned, view: dict[str, Any]) -> str:
         assert tools == Counter(), view
         return "cancelled while waiting"
     # Cancelled with its action in flight: undone once if the downstream acted, else a person
-    # said it never happened. The planned fault says which.
+    # said it never happened. The planned fault says which, unless a kill of the worker cut
+    # the call: before its fault was injected (no call reached the downstream), or in an
+    # ``after`` call between its marker and its note that the downstream acted (the sandbox
+    # may or may not have committed; either ending is right, as assert_compensated_exactly_once
+    # checked it against the downstream).
     outcome = assert_compensated_exactly_once(AgentRun.objects.get(pk=planned.run_id))
+    [(key, ended)] = outcome.items()
     kind = next(f["kind"] for f in planned.faults if f["tool"] == planned.action)
-    wanted = "never applied (not_done)" if kind == "before" else "applied, compensated once"
-    assert list(outcome.values()) == [wanted], (planned, outcome)
+    never, applied = "never applied (not_done)", "applied, compensated once"
+    if key not in injected:
+        wanted = {never}
+    elif kind == "after" and key not in acted:
+        wanted = {never, applied}
+    else:
+        wanted = {never if kind == "before" else applied}
+    assert ended in wanted, (planned, outcome, sorted(wanted))
     assert NOTIFY not in tools, view
-    return wanted
+    return ended

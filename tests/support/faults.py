@@ -71,6 +71,12 @@ def faults_injected(directory: Path) -> dict[str, list[str]]:
     return found
 
 
+def faults_acted(directory: Path) -> set[str]:
+    """The keys whose downstream acted in an ``after`` call: a kill of the worker before the
+    sandbox committed its row leaves the call's marker without its ``.acted`` twin."""
+    return {json.loads(m.read_text())["key"] for m in directory.glob("*.acted")}
+
+
 def service_of(args: Mapping[str, Any]) -> str | None:
     if isinstance(args.get("service"), str):
         return args["service"]
@@ -78,8 +84,8 @@ def service_of(args: Mapping[str, Any]) -> str | None:
     return match.group(1) if match else None
 
 
-def _marker_take(directory: Path, *, key: str, kind: str, times: int) -> bool:
-    """Claim the next of the ``times`` faulted calls of ``key``; False once all are taken."""
+def _marker_take(directory: Path, *, key: str, kind: str, times: int) -> Path | None:
+    """Claim the next of the ``times`` faulted calls of ``key``; None once all are taken."""
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     for n in range(times):
         path = directory / f"{digest}.{n}.fault"
@@ -89,8 +95,8 @@ def _marker_take(directory: Path, *, key: str, kind: str, times: int) -> bool:
             continue
         with os.fdopen(fd, "w") as marker:
             json.dump({"key": key, "kind": kind, "call": n, "pid": os.getpid()}, marker)
-        return True
-    return False
+        return path
+    return None
 
 
 def _faulty(run: Any, *, plan: dict[str, Any], by_service: dict[str, dict[str, Any]]) -> Any:
@@ -102,11 +108,13 @@ def _faulty(run: Any, *, plan: dict[str, Any], by_service: dict[str, dict[str, A
         fault = by_service.get(service_of(args) or "")
         if fault is None or not key:
             return run(args, key)
-        if not _marker_take(directory, key=key, kind=fault["kind"], times=fault["times"]):
+        marker = _marker_take(directory, key=key, kind=fault["kind"], times=fault["times"])
+        if marker is None:
             return run(args, key)
         hang_s = fault.get("hang_s", plan["hang_s"])
         if fault["kind"] == "after":
             run(args, key)  # the downstream acts; the answer is what gets lost
+            marker.with_suffix(".acted").write_text(marker.read_text())
         elif fault["kind"] == "late":
             _land_later(directory, tool=fault["tool"], args=args, key=key, delay=hang_s)
         time.sleep(hang_s)
