@@ -187,7 +187,7 @@ CACHE_URL = env_str("CACHE_URL", "").strip()
 if not CACHE_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "BACKEND": "console.cache.DatabaseCache",  # one statement a write (console/cache.py)
             "LOCATION": "console_cache",
             # Django's default (300) culls a third of the rows in key order once exceeded, and
             # "login-lock:..." sorts first: anyone making 300 rows (a username each) would lift
