@@ -42,6 +42,8 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["seq"]
+        # The tool + date filter's range (migration 0007, built concurrently on Postgres).
+        indexes = [models.Index(fields=["tool", "at", "seq"], name="audit_tool_at_seq")]
         permissions = [("view_audit", "Can view and export the whole audit trail")]
 
     def __str__(self) -> str:

@@ -12,7 +12,7 @@ from django.views.decorators.vary import vary_on_headers
 from audit.forms import filter_form
 from audit.selectors import (
     event_get_visible,
-    event_list,
+    event_list_page,
     export_list,
     user_may_read,
     user_sees_all,
@@ -41,12 +41,16 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     events = []
     older = None
     if form.is_valid():
-        queryset = event_list(user=request.user, filters=form.cleaned_data)
         before = request.GET.get("before", "")
         # ASCII digits of a value a bigint column holds ("²".isdigit() is True; 20 nines overflow).
-        if before.isascii() and before.isdigit() and int(before) < 2**63:
-            queryset = queryset.filter(seq__lt=int(before))
-        events = list(queryset[: PAGE_SIZE + 1])
+        digits = before.isascii() and before.isdigit()
+        below = int(before) if digits and int(before) < 2**63 else None
+        events = event_list_page(
+            user=request.user,
+            filters=form.cleaned_data,
+            before=below,
+            limit=PAGE_SIZE + 1,
+        )
         if len(events) > PAGE_SIZE:
             events = events[:PAGE_SIZE]
             older = events[-1].seq
