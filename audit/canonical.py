@@ -13,13 +13,19 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import re
 import uuid
 from typing import Any
 
 import rfc8785
 
 from core.errors import ApplicationError
-from core.json_limits import SAFE_INTEGER, json_problem
+from core.json_limits import MAX_JSON_DEPTH, SAFE_INTEGER, json_problem
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - installed with langgraph-checkpoint-postgres
+    orjson = None
 
 # RFC 8785 numbers are IEEE-754 doubles: integers beyond this lose digits, so JCS refuses them.
 
@@ -65,6 +71,9 @@ def canonical_text(value: Any) -> str:
     refuses them (json_problem), but Postgres jsonb gives an agent's 1e21 back as
     1000000000000000000000, and recording or hashing that value again must neither fail nor
     change its text."""
+    fast = _plain_text(value)
+    if fast is not None:
+        return fast
     plain = _doubles(json_value(value))
     try:
         return rfc8785.dumps(plain).decode("utf-8")
@@ -74,6 +83,45 @@ def canonical_text(value: Any) -> str:
         raise CanonicalError(
             f"{path or 'value'}: {reason}.", errors={path or "data": reason}
         ) from None
+
+
+# Outside the Basic Multilingual Plane, UTF-16 order (RFC 8785's key order) is not code point
+# order (orjson's and Python's).
+_NOT_BMP = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
+
+
+def _plain_text(value: Any) -> str | None:
+    """canonical_text(value) written by orjson (in C; rfc8785 is pure Python, most of an audit
+    append's time), or None to take rfc8785's path. Only for the values on which the three
+    writers provably agree: exactly dict (str keys), list, str, bool, None and integers within
+    2**53 - 1, nested at most MAX_JSON_DEPTH deep; no double (their spellings differ), no
+    other type (json_value's conversions), no character outside the Basic Multilingual Plane
+    (key order). For these json_value and _doubles change nothing, and orjson writes what
+    canonical_json writes (audit/fast_bytes.py), which is RFC 8785's text (audit/fast_json.py):
+    the same escapes, separators, key order and integers. tests/audit/test_canonical_fast.py
+    compares the bytes with rfc8785's."""
+    if orjson is None or not _plain(value, 0):
+        return None
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except TypeError:  # orjson's encode error: a lone surrogate, which rfc8785 refuses too
+        return None
+    return text if text.isascii() or not _NOT_BMP.search(text) else None
+
+
+def _plain(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -SAFE_INTEGER <= value <= SAFE_INTEGER
+    if depth >= MAX_JSON_DEPTH:
+        return False
+    if kind is dict:
+        return all(type(key) is str and _plain(item, depth + 1) for key, item in value.items())
+    if kind is list:
+        return all(_plain(item, depth + 1) for item in value)
+    return False
 
 
 def _doubles(value: Any, path: str = "") -> Any:

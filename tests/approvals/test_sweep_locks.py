@@ -17,6 +17,7 @@ import time
 import psycopg
 import pytest
 from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
@@ -109,3 +110,21 @@ def test_a_sweep_chunk_acts_on_every_due_approval_of_one_run(transactional_db, q
     for approval in approvals:
         approval.refresh_from_db()
         assert approval.escalated_at is not None
+
+
+@pytest.mark.parametrize("field", ["remind_at", "escalate_at", "expires_at"])
+def test_a_chunk_takes_the_chains_lock_last_so_other_writers_wait_only_for_its_insert(
+    transactional_db, queued, field
+):
+    """Every audit writer (decisions, workers) waits for the chain's lock, which a chunk holds
+    from its events to its commit: with chunks of up to CHUNK rows, nothing else comes after."""
+    requester = person("requester", perms=[DECIDE])
+    due = timezone.now() - dt.timedelta(minutes=1)
+    for _ in range(3):
+        ProbeApprovalFactory(run=ProbeRunFactory(requested_by=requester), **{field: due})
+    with CaptureQueriesContext(connection) as captured:
+        assert sum(approvals_sweep().values()) == 3
+    statements = [query["sql"] for query in captured.captured_queries]
+    lock = next(i for i, sql in enumerate(statements) if "pg_advisory_xact_lock" in sql)
+    assert statements[lock + 1].startswith('INSERT INTO "audit_auditevent"')
+    assert statements[lock + 2] == "COMMIT"
