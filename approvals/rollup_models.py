@@ -114,3 +114,52 @@ class RunStatusDelta(models.Model):
 
     def __str__(self) -> str:
         return f"{self.status} on day {self.day}: {self.n:+d}"
+
+
+class PendingApprovalCount(models.Model):
+    """Pending approvals created on one UTC day with one tier, tool and agent (the run's), with
+    how many of them were escalated and reminded, as of the last compaction
+    (approvals/rollup_pending.py); PendingApprovalDelta holds the changes since."""
+
+    day = models.IntegerField()
+    tier = models.CharField(max_length=40)
+    tool = models.CharField(max_length=100)
+    agent = models.CharField(max_length=100)
+    n = models.BigIntegerField(default=0)
+    escalated = models.BigIntegerField(default=0)
+    reminded = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "tier", "tool", "agent"], name="pending_approval_count_cell"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tier}/{self.tool}/{self.agent} on day {self.day}: {self.n}"
+
+
+class PendingApprovalDelta(models.Model):
+    """One approval entering (+1) or leaving (-1) the pending cell it counts in, appended by a
+    database trigger on approvals_approvalrequest in the changing transaction."""
+
+    id = models.BigAutoField(primary_key=True)
+    day = models.IntegerField()
+    tier = models.CharField(max_length=40)
+    tool = models.CharField(max_length=100)
+    # Postgres: the run's agent, read by the trigger. SQLite: null, and ``run_id`` says whose:
+    # a SQLite trigger naming approvals_agentrun would make every remake of that table fail
+    # (its RENAME checks the triggers while the table is gone), so the agent is read when the
+    # delta is folded or read (approvals/rollup_pending.py).
+    agent = models.CharField(max_length=100, null=True)  # noqa: DJ001 - null: not read yet
+    run_id = models.CharField(max_length=36, blank=True)
+    n = models.SmallIntegerField()
+    escalated = models.SmallIntegerField()
+    reminded = models.SmallIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="pending_approval_delta_day")]
+
+    def __str__(self) -> str:
+        return f"{self.tier}/{self.tool}/{self.agent} on day {self.day}: {self.n:+d}"

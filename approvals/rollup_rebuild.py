@@ -14,7 +14,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import AgentRun, ApprovalRequest
-from approvals.rollup_models import MetricsCount, MetricsHistogram, RunStatusCount
+from approvals.rollup_models import (
+    MetricsCount,
+    MetricsHistogram,
+    PendingApprovalCount,
+    RunStatusCount,
+)
+from approvals.rollup_pending import pending_rebuild
 from approvals.rollup_runs import run_status_rebuild
 from approvals.rollups import (
     _PERSON_OUTCOMES,
@@ -80,9 +86,13 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
     # Its own transaction, after the rollup tables' locks are released: a run cancel updates
     # the run and then the rollups, so SHARE on the runs while holding the rollup tables'
     # EXCLUSIVE lock would deadlock with it.
-    if RunStatusCount._meta.db_table in connection.introspection.table_names():
+    tables = connection.introspection.table_names()
+    if RunStatusCount._meta.db_table in tables:
         with transaction.atomic():
             run_status_rebuild()
+    if PendingApprovalCount._meta.db_table in tables:  # migration 0018 and after
+        with transaction.atomic():
+            pending_rebuild()
     progress(f"  {total:,} approvals counted in {time.perf_counter() - started:.1f} s")
     return total
 

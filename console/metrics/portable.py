@@ -162,17 +162,25 @@ def rows_by_queries(*, group: str | None, since: dt.datetime, now: dt.datetime) 
     return list(rows.values())
 
 
-def queue_fill(rows: list[MetricsRow], *, group: str | None, now: dt.datetime) -> list[MetricsRow]:
-    """Add queue depth and the oldest pending approval (now, any age) to each group's row."""
+def queue_fill(
+    rows: list[MetricsRow],
+    *,
+    group: str | None,
+    now: dt.datetime,
+    found: dict[str, dict[str, Any]] | None = None,
+) -> list[MetricsRow]:
+    """Add queue depth and the oldest pending approval (now, any age) to each group's row:
+    from ``found`` ({key: {"depth", "oldest"}}, console.metrics.rollup.queue_from_cells) when
+    given, else counted live."""
     pending = ApprovalRequest.objects.filter(status=Status.PENDING).order_by()
-    if group:
+    if found is None and group:
         found = {
             (v["g"] or ""): v
             for v in pending.annotate(g=group_expression(group))
             .values("g")
             .annotate(depth=Count("id"), oldest=Min("created_at"))
         }
-    else:
+    elif found is None:
         found = {"": pending.aggregate(depth=Count("id"), oldest=Min("created_at"))}
     by_key = {row.key: row for row in rows}
     for key, values in found.items():
@@ -216,7 +224,11 @@ def metrics_queue_age(*, now: dt.datetime) -> list[Bucket]:
             condition &= Q(created_at__lte=now - younger_than)
         if older_bound is not None:
             condition &= Q(created_at__gt=now - older_bound)
-        aggregates[f"b{index}"] = Count("id", filter=condition) if condition else Count("id")
+        # COUNT(created_at) (never null), not COUNT(id): (status, created_at) alone answers
+        # it, an index-only scan of approval_status_created (10M approvals, 16.5k pending:
+        # 3 ms against 17). Django refuses COUNT(*) with a filter.
+        counted = "created_at"
+        aggregates[f"b{index}"] = Count(counted, filter=condition) if condition else Count(counted)
         younger_than = older_bound
     values = (
         ApprovalRequest.objects.filter(status=Status.PENDING).order_by().aggregate(**aggregates)

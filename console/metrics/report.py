@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.rollup_pending import pending_cells
 from approvals.rollup_runs import runs_by_status_days
 from approvals.rollups import ALPHA
 from console.metrics.definitions import (
@@ -46,6 +47,7 @@ from console.metrics.rollup import (
     day_range,
     day_start,
     decisions_per_day_from_rollups,
+    queue_from_cells,
     rows_from_rollups,
     time_to_decision_from_rollups,
 )
@@ -64,8 +66,10 @@ def _rows_by_group(
     return found
 
 
-def _table(rows: list[MetricsRow], *, group: str, now: dt.datetime) -> list[MetricsRow]:
-    rows = queue_fill(rows, group=group, now=now)
+def _table(
+    rows: list[MetricsRow], *, group: str, now: dt.datetime, queue: dict | None = None
+) -> list[MetricsRow]:
+    rows = queue_fill(rows, group=group, now=now, found=queue)
     if group in ("reviewer", "tool"):
         rate, median = fatigue_thresholds()
         for row in rows:
@@ -167,6 +171,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
     # One pass computes the chosen grouping, the two the fatigue signal needs, and the total.
     groups = tuple(dict.fromkeys((group, "reviewer", "tool", None)))
     exact = source == "rows" or (source == "auto" and window_is_small(since=since, now=now))
+    queue: dict[str | None, dict | None] = {group: None, None: None}  # None: count the queue live
     if exact:  # few rows: exact figures from them, over the rolling window
         computed = _rows_by_group(groups=groups, since=since, now=now)
         per_day = metrics_decisions_per_day(since=since, now=now)
@@ -176,12 +181,15 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         postgres_tune(ROLLUP_SETTINGS)  # inside metrics_report()'s transaction
         first, last = day_range(window_days=window_days, now=now)
         since = day_start(first)
-        computed = rows_from_rollups(groups=groups, first=first, last=last)
+        # The still-pending approvals, of the window and of the queue, from the kept counts.
+        cells = pending_cells()
+        computed = rows_from_rollups(groups=groups, first=first, last=last, cells=cells)
+        queue = queue_from_cells(cells, groups=(group, None))
         per_day = decisions_per_day_from_rollups(since=since, now=now)
         time_to_decision = time_to_decision_from_rollups(first=first, last=last)
         # Runs created on the window's whole UTC days, from the trigger-kept counts.
         runs_by_status = runs_by_status_days(first=first, last=last)
-    [total] = queue_fill(computed[None], group=None, now=now)
+    [total] = queue_fill(computed[None], group=None, now=now, found=queue[None])
     rate, median = fatigue_thresholds()
     return MetricsReport(
         window_days=window_days,
@@ -192,7 +200,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         fatigue_median_seconds=median,
         total=total,
         fatigue=metrics_fatigue(since=since, now=now, computed=computed),
-        rows=_table(computed[group], group=group, now=now),
+        rows=_table(computed[group], group=group, now=now, queue=queue[group]),
         decisions_per_day=per_day,
         time_to_decision=time_to_decision,
         queue_age=metrics_queue_age(now=now),

@@ -2,8 +2,9 @@
 
 A window here is whole UTC days: the last ``window_days`` days including today (by the
 approval's ``created_at``), read as at most 2 * LEVELS blocks per cell whatever its length.
-Closed approvals come from the rollups; approvals still pending (not in the rollups yet) are
-counted live, through the ``approval_status_created`` index. Percentiles come from the log
+Closed approvals come from the rollups; approvals still pending (not in the rollups yet) from
+the trigger-kept pending counts (approvals/rollup_pending.py), which also give the queue depth;
+only the oldest pending approval per key is read live (one row each, by index). Percentiles come from the log
 histogram: within ALPHA (1%) of the exact nearest-rank value.
 """
 
@@ -13,10 +14,14 @@ import datetime as dt
 from functools import reduce
 from operator import or_
 
-from django.db.models import Count, Q, Sum
+import orjson
+from django.db.models import Q, Subquery, Sum, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
+from approvals.models import ApprovalRequest
 from approvals.rollup_models import MetricsCount, MetricsHistogram
+from approvals.rollup_pending import PendingCell
 from approvals.rollups import blocks_cover, bucket_value, day_date, day_number, day_of
 from console.metrics.definitions import (
     OUTCOMES,
@@ -27,7 +32,6 @@ from console.metrics.definitions import (
     MetricsRow,
     Status,
 )
-from console.metrics.portable import window
 
 
 def day_range(*, window_days: int, now: dt.datetime) -> tuple[int, int]:
@@ -67,10 +71,11 @@ def percentiles_from(buckets: list[tuple[int, int]]) -> dict[int, float | None]:
 
 
 def rows_from_rollups(
-    *, groups: tuple[str | None, ...], first: int, last: int
+    *, groups: tuple[str | None, ...], first: int, last: int, cells: list[PendingCell]
 ) -> dict[str | None, list[MetricsRow]]:
     """Each grouping's rows (None: the whole window, summed over the tiers) for days
-    ``first..last``, without queue figures or fatigue flags. Three queries."""
+    ``first..last``, without queue figures or fatigue flags. Two queries; the still-pending
+    approvals come from ``cells`` (approvals.rollup_pending.pending_cells())."""
     dimensions = sorted({group or "tier" for group in groups})
     blocks = _blocks(first, last)
     rows: dict[tuple[str, str], MetricsRow] = {}
@@ -98,19 +103,10 @@ def rows_from_rollups(
     for (dimension, key), percentiles in percentiles_by_cell.items():
         if (dimension, key) in rows:
             rows[dimension, key].percentiles = percentiles
-    pending = (
-        window(since=day_start(first), now=day_start(last + 1))
-        .filter(status=Status.PENDING)
-        .exclude(created_at=day_start(last + 1))
-        .values_list("tier", "tool", "run__agent")
-        .annotate(
-            n_=Count("id"),
-            escalated_=Count("id", filter=Q(escalated_at__isnull=False)),
-            reminded_=Count("id", filter=Q(reminded_at__isnull=False)),
-        )
-    )
-    for tier, tool, agent, n, escalated, reminded in pending:
-        keys = {"tier": tier, "tool": tool, "agent": agent or "", "reviewer": ""}
+    for day, tier, tool, agent, n, escalated, reminded in cells:
+        if not first <= day <= last:
+            continue
+        keys = {"tier": tier, "tool": tool, "agent": agent, "reviewer": ""}
         for dimension in dimensions:
             target = row(dimension, keys[dimension])
             target.requests += n
@@ -148,13 +144,18 @@ def _percentiles(
     one row per bucket, ~100 ms at 1M approvals): summing here takes a few ms.
     """
     merged: dict[tuple[str, str], dict[str, int]] = {}
-    histograms = MetricsHistogram.objects.filter(blocks, dimension__in=dimensions).values_list(
-        "dimension", "group_key", "counts"
+    # The JSON read as text and decoded by orjson: a third of the time of the JSONField's
+    # json.loads per row (1M approvals, the 216 rows of a 90-day window: 12 against 34 ms).
+    histograms = (
+        MetricsHistogram.objects.filter(blocks, dimension__in=dimensions)
+        .annotate(text=Cast("counts", TextField()))
+        .values_list("dimension", "group_key", "text")
     )
-    for dimension, key, counts in histograms.order_by():
+    for dimension, key, text in histograms.order_by():
+        counts = orjson.loads(text)
         cell = merged.get((dimension, key))
         if cell is None:
-            merged[dimension, key] = dict(counts)
+            merged[dimension, key] = counts
         else:
             _add(cell, counts)
     everything: dict[str, int] = {}
@@ -209,3 +210,59 @@ def decisions_per_day_from_rollups(*, since: dt.datetime, now: dt.datetime) -> l
         if outcome in OUTCOMES:
             days[day_date(block)][outcome] += n
     return [DayCounts(date=date, counts=counts) for date, counts in days.items()]
+
+
+# Grouping -> the approval's field, for the oldest pending approval of one key.
+_FIELDS = {"tier": "tier", "tool": "tool", "agent": "run__agent"}
+
+
+def queue_from_cells(
+    cells: list[PendingCell], *, groups: tuple[str | None, ...]
+) -> dict[str | None, dict[str, dict]]:
+    """The queue now per grouping, {key: {"depth": n, "oldest": created_at}}, for queue_fill.
+
+    Depths are the kept counts summed over every day. The oldest pending approval of each key
+    is one live read: one query, a scalar subquery per key ordered by ``created_at`` with
+    LIMIT 1 through ``approval_status_created``, starting at the first day the counts hold
+    that key, so it stops at the key's first pending row instead of counting them all.
+    """
+    depth: dict[str | None, dict[str, int]] = {group: {} for group in groups}
+    first_day: dict[str | None, dict[str, int]] = {group: {} for group in groups}
+    for day, tier, tool, agent, n, _, _ in cells:
+        keys = {"tier": tier, "tool": tool, "agent": agent}
+        for group in groups:
+            key = keys.get(group, "")  # the whole queue, or reviewer: "" while pending
+            depth[group][key] = depth[group].get(key, 0) + n
+            if n > 0:
+                first_day[group][key] = min(day, first_day[group].get(key, day))
+    pending = ApprovalRequest.objects.filter(status=Status.PENDING)
+    oldest_of: dict[str, tuple[str, str]] = {}
+    for group in groups:
+        if group in _FIELDS:
+            for key in first_day[group]:
+                oldest_of[f"o{len(oldest_of)}"] = (group, key)
+    annotations = {
+        name: Subquery(
+            pending.filter(
+                created_at__gte=day_start(first_day[group][key]), **{_FIELDS[group]: key}
+            )
+            .order_by("created_at")
+            .values("created_at")[:1]
+        )
+        for name, (group, key) in oldest_of.items()
+    }
+    found = (
+        pending.order_by("created_at").annotate(**annotations).values("created_at", *annotations)
+    ).first()
+    oldest: dict[tuple[str | None, str], object] = {}
+    if found is not None:
+        for name, cell in oldest_of.items():
+            oldest[cell] = found[name]
+    queue: dict[str | None, dict[str, dict]] = {}
+    for group in groups:
+        queue[group] = {}
+        for key, n in depth[group].items():
+            at = oldest.get((group, key)) if group in _FIELDS else (found or {}).get("created_at")
+            if n > 0 and at is not None:  # no live row: nothing is pending there any more
+                queue[group][key] = {"depth": n, "oldest": at}
+    return queue

@@ -40,3 +40,19 @@ def test_approvals_decided_before_the_upgrade_are_counted_by_the_migration(bob):
 
     by_reviewer = MetricsCount.objects.filter(level=0, dimension="reviewer", group_key="bob")
     assert sum(row.n for row in by_reviewer.filter(outcome="approve")) == 3
+
+
+def test_approvals_pending_before_the_upgrade_are_counted_by_the_migration(alice):
+    from approvals.rollup_models import PendingApprovalCount
+
+    migrate([("approvals", "0017_h2_run_status_counts")])
+    try:
+        ApprovalFactory.create_batch(2, escalated=True)  # pending
+        ApprovalFactory(status=ApprovalRequest.Status.REJECTED)  # closed: not counted
+
+        migrate([("approvals", "0018_h6_pending_approval_counts")])
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    cells = PendingApprovalCount.objects.values_list("tier", "tool", "agent", "n", "escalated")
+    assert list(cells) == [("write", "refund_order", "refund_agent", 2, 2)]
