@@ -43,8 +43,10 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         before = request.GET.get("before", "")
         # ASCII digits of a value a bigint column holds ("²".isdigit() is True; 20 nines overflow).
-        digits = before.isascii() and before.isdigit()
-        below = int(before) if digits and int(before) < 2**63 else None
+        # At most 19 significant digits, or int() itself fails (over 4300 digits: ValueError).
+        significant = before.lstrip("0") or "0"
+        digits = before.isascii() and before.isdigit() and len(significant) <= 19
+        below = int(significant) if digits and int(significant) < 2**63 else None
         events = event_list_page(
             user=request.user,
             filters=form.cleaned_data,

@@ -70,11 +70,43 @@ class DatabaseCache(DjangoDatabaseCache):
             with keep_apart or contextlib.nullcontext(), connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 written = cursor.rowcount > 0
-                if mode != "touch" and random.random() < 1 / CULL_EVERY:
-                    self._tidy(db, cursor, now)
         except DatabaseError:
             return False  # as Django's: a cache write may fail quietly
+        if mode != "touch" and random.random() < 1 / CULL_EVERY:
+            # After the write and apart from it: a tidy that fails (two tidies deadlocking on
+            # the same expired rows, a timeout on a cull's DELETE) neither undoes the write
+            # (a lock-out) nor makes it report failure.
+            try:
+                apart = transaction.atomic(using=db) if connection.in_atomic_block else None
+                with apart or contextlib.nullcontext(), connection.cursor() as cursor:
+                    self._tidy(db, cursor, now)
+            except DatabaseError:
+                pass  # the next tidy tries again
         return written
+
+    def incr(self, key: str, delta: int = 1, version: int | None = None) -> int:
+        """As Redis's INCRBY: the key keeps its expiry. Django's ``incr`` is a get and a set with
+        the cache's default timeout (300 s), so each increment would move a login-failure count
+        of a 900 s window to expire 300 s later (console/lockout.py)."""
+        value = self.get(key, self._missing_key, version=version)
+        if value is self._missing_key:
+            raise ValueError(f"Key '{key}' not found")
+        new = value + delta
+        db = router.db_for_write(self.cache_model_class)
+        connection = connections[db]
+        quote = connection.ops.quote_name
+        table = quote(self._table)
+        encoded = base64.b64encode(pickle.dumps(new, self.pickle_protocol)).decode("latin1")
+        now = connection.ops.adapt_datetimefield_value(tz_now().replace(microsecond=0))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET {quote('value')} = %s "
+                f"WHERE {quote('cache_key')} = %s AND {quote('expires')} >= %s",
+                [encoded, self.make_and_validate_key(key, version=version), now],
+            )
+            if cursor.rowcount == 0:  # expired or deleted since the read
+                raise ValueError(f"Key '{key}' not found")
+        return new
 
     def _tidy(self, db: str, cursor: Any, now: dt.datetime) -> None:
         """Delete a batch of expired rows; cull as Django does when still over the limit."""

@@ -4,12 +4,14 @@ downstream timeouts, cancels and forks (tests/support/chaos.py plans them and ch
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import time
 from collections import Counter
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from agents.models import Effect, SandboxDeploy, SandboxNotification, SandboxTicket
 from agents.selectors import run_interrupts_without_approval
@@ -24,8 +26,8 @@ from tests.support.chaos import (
     assert_every_effect_has_its_own_approval,
     assert_one_downstream_row_per_effect,
     assert_run_ended_as_planned,
+    call_cut_by_kill,
     deploys_seed,
-    downstream_row,
     effects_unsettled,
     fault_plan,
     runs_not_ended,
@@ -201,11 +203,13 @@ def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancel
 
     began = time.monotonic()
     kills_done = 0
+    killed_at: list[dt.datetime] = []  # when each kill landed (the effects' clock)
     while True:
         elapsed = time.monotonic() - began
         chaos.start_due(elapsed=elapsed, every_s=FAULT_START_EVERY_S)
         if kills_done < len(kills) and elapsed >= kills[kills_done]:
             worker.kill()
+            killed_at.append(timezone.now())
             time.sleep(rng.uniform(0.2, 2.0))
             worker.start()
             kills_done += 1
@@ -244,8 +248,9 @@ def test_runs_end_with_each_effect_once_and_approved_under_kills_timeouts_cancel
     for planned in chaos.runs.values():
         for f in planned.faults:
             [effect] = Effect.objects.filter(run_id=planned.run_id, tool=f["tool"])
-            # A cancelled run's call a kill cut before its fault reached nothing downstream.
-            cut = planned.role == "cancel_running" and downstream_row(effect) is None
+            # A cancelled run's call a kill cut before its fault (while the effect was claimed)
+            # reached nothing downstream; without such a kill every fault was injected.
+            cut = call_cut_by_kill(planned, effect, killed_at=killed_at)
             assert int(not cut) <= len(injected.get(effect.key, [])) <= f["times"], (f, injected)
             assert set(injected.get(effect.key, [f["kind"]])) == {f["kind"]}, (f, injected)
     assert AuditEvent.objects.filter(action="effect.in_doubt").exists()

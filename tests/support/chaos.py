@@ -133,6 +133,16 @@ def downstream_row(effect: Effect) -> Any:
     return model.objects.filter(idempotency_key=effect.key).first() if model else None
 
 
+def call_cut_by_kill(planned: Planned, effect: Effect, *, killed_at: Iterable[dt.datetime]) -> bool:
+    """A cancelled run's call that a kill cut before its fault was injected: nothing reached
+    the downstream, and a kill of the worker landed while the effect was claimed and not yet
+    settled (between its claim and its last write). Without such a kill a fault that was never
+    injected is a broken plan or harness, not a cut call."""
+    if planned.role != "cancel_running" or downstream_row(effect) is not None:
+        return False
+    return any(effect.created_at <= at <= effect.updated_at for at in killed_at)
+
+
 def effects_unsettled() -> list[Effect]:
     return list(Effect.objects.filter(status__in=UNSETTLED).order_by("id"))
 
