@@ -19,6 +19,16 @@ def forwards(apps, schema_editor):
         schema_editor.add_index(model, INDEX)
         return
     table = schema_editor.quote_name(model._meta.db_table)
+    # A CREATE INDEX CONCURRENTLY that failed part way (a cancel, a deadlock) leaves an INVALID
+    # index of this name, which IF NOT EXISTS would keep: drop it and build again.
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT NOT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relname = 'audit_tool_at_seq'"
+        )
+        row = cursor.fetchone()
+    if row and row[0]:
+        schema_editor.execute("DROP INDEX CONCURRENTLY audit_tool_at_seq")
     schema_editor.execute(
         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS audit_tool_at_seq ON {table} (tool, at, seq)"
     )

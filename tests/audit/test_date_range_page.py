@@ -95,3 +95,38 @@ def test_the_migration_leaves_the_tool_at_seq_index():
     names = connection.introspection.get_constraints(connection.cursor(), "audit_auditevent")
 
     assert names["audit_tool_at_seq"]["columns"] == ["tool", "at", "seq"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="CREATE INDEX CONCURRENTLY")
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_rebuilds_an_index_a_failed_concurrent_build_left_invalid(frank):
+    """A CONCURRENTLY build that fails leaves an INVALID index of its name: IF NOT EXISTS alone
+    would keep it, and the migration would be recorded as done with no usable index."""
+    import importlib
+
+    from django.apps import apps
+    from django.db import DatabaseError
+
+    migration = importlib.import_module("audit.migrations.0007_tool_at_seq_index")
+    for _ in range(2):
+        event_record(action="approval.decided", actor=frank, tool="refund_order")
+    with connection.cursor() as cursor:
+        cursor.execute("DROP INDEX audit_tool_at_seq")
+        with pytest.raises(DatabaseError):  # duplicates: the build fails, the index stays
+            cursor.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY audit_tool_at_seq ON audit_auditevent (tool)"
+            )
+    valid = (
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE c.relname = 'audit_tool_at_seq'"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(valid)
+        assert cursor.fetchone() == (False,)
+    with connection.schema_editor(atomic=False) as editor:
+        migration.forwards(apps, editor)
+    with connection.cursor() as cursor:
+        cursor.execute(valid)
+        assert cursor.fetchone() == (True,)
+    names = connection.introspection.get_constraints(connection.cursor(), "audit_auditevent")
+    assert names["audit_tool_at_seq"]["columns"] == ["tool", "at", "seq"]
