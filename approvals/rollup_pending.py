@@ -52,6 +52,8 @@ _CHANGED = {
     ),
 }
 _COLUMNS = "status, created_at, tier, tool, run_id, escalated_at, reminded_at"
+# SQLite only: on the runs table, gives the deltas of a deleted run its agent (triggers_sql).
+_RUN_DELETE = "pending_delta_run_delete"
 
 
 def _cell(vendor: str, row: str, sign: int) -> str:
@@ -132,6 +134,11 @@ def triggers_sql(vendor: str) -> list[str]:
         f"WHEN {_CHANGED[vendor]} BEGIN "
         f"{insert} SELECT {_cell(vendor, 'OLD', -1)} WHERE OLD.status = '{PENDING}'; "
         f"{insert} SELECT {_cell(vendor, 'NEW', 1)} WHERE NEW.status = '{PENDING}'; END",
+        # A run deleted before its approvals' deltas are folded (it goes after them: PROTECT)
+        # would leave them no agent to find: they take it now. A trigger on the runs table goes
+        # with it in a remake, so naming it there cannot break one (pending_triggers_ensure).
+        f"CREATE TRIGGER {_RUN_DELETE} BEFORE DELETE ON {RUNS} BEGIN "
+        f"UPDATE {DELTAS} SET agent = OLD.agent WHERE run_id = OLD.id AND agent IS NULL; END",
     ]
 
 
@@ -141,7 +148,7 @@ def triggers_drop_sql(vendor: str) -> list[str]:
         return [f"DROP TRIGGER IF EXISTS {name} ON {APPROVALS}" for name in names] + [
             "DROP FUNCTION IF EXISTS approvals_pending_delta()"
         ]
-    return [f"DROP TRIGGER IF EXISTS {name}" for name in names]
+    return [f"DROP TRIGGER IF EXISTS {name}" for name in (*names, _RUN_DELETE)]
 
 
 TRIGGERS = {"pending_delta_insert", "pending_delta_delete", "pending_delta_update"}
@@ -239,10 +246,11 @@ def pending_triggers_ensure() -> bool:
             )
         else:
             cursor.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s",
-                [APPROVALS],
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN (%s, %s)",
+                [APPROVALS, RUNS],
             )
-        missing = not {name for (name,) in cursor.fetchall()} >= TRIGGERS
+        expected = TRIGGERS if vendor == "postgresql" else TRIGGERS | {_RUN_DELETE}
+        missing = not {name for (name,) in cursor.fetchall()} >= expected
         if missing:
             for statement in triggers_drop_sql(vendor) + triggers_sql(vendor):
                 cursor.execute(statement)

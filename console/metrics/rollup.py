@@ -15,6 +15,7 @@ from functools import reduce
 from operator import or_
 
 import orjson
+from django.db import connection
 from django.db.models import Q, Subquery, Sum, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -214,6 +215,7 @@ def decisions_per_day_from_rollups(*, since: dt.datetime, now: dt.datetime) -> l
 
 # Grouping -> the approval's field, for the oldest pending approval of one key.
 _FIELDS = {"tier": "tier", "tool": "tool", "agent": "run__agent"}
+_OLDEST_PER_QUERY = 500
 
 
 def queue_from_cells(
@@ -251,13 +253,23 @@ def queue_from_cells(
         )
         for name, (group, key) in oldest_of.items()
     }
-    found = (
-        pending.order_by("created_at").annotate(**annotations).values("created_at", *annotations)
-    ).first()
+    # A query per chunk of keys: Postgres takes at most 1664 result columns, SQLite 2000
+    # (SQLITE_MAX_COLUMN) and maybe 999 variables (three a key), and a queue can hold that
+    # many tools.
+    size = min(_OLDEST_PER_QUERY, ((connection.features.max_query_params or 10**6) - 1) // 3)
+    names = list(annotations)
+    chunks = [names[i : i + size] for i in range(0, len(names), size)]
+    found = None
     oldest: dict[tuple[str | None, str], object] = {}
-    if found is not None:
-        for name, cell in oldest_of.items():
-            oldest[cell] = found[name]
+    for chunk in chunks or [[]]:
+        part = {name: annotations[name] for name in chunk}
+        found = (
+            pending.order_by("created_at").annotate(**part).values("created_at", *part)
+        ).first()
+        if found is None:
+            break
+        for name in chunk:
+            oldest[oldest_of[name]] = found[name]
     queue: dict[str | None, dict[str, dict]] = {}
     for group in groups:
         queue[group] = {}
