@@ -227,13 +227,23 @@ def poll_until(
     )
 
 
+# gunicorn closes a kept-alive connection after 2 s idle (its default ``keepalive``); httpx keeps
+# one up to 5 s. A request sent on a connection at the instant the server closes it fails with
+# "Server disconnected without sending a response" (seen in the chaos test, whose loop idles
+# while a killed worker restarts): the clients drop idle connections first.
+CLIENT_LIMITS = httpx.Limits(keepalive_expiry=1.0)
+
+
 class ApiClient:
     """A token-authenticated JSON client for the real web server."""
 
     def __init__(self, *, base_url: str, token: str, username: str) -> None:
         self.username = username
         self.http = httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=15.0
+            base_url=base_url,
+            headers={"Authorization": f"Token {token}"},
+            timeout=15.0,
+            limits=CLIENT_LIMITS,
         )
 
     @classmethod
@@ -274,7 +284,9 @@ class PageClient:
 
     def __init__(self, *, base_url: str, username: str, password: str) -> None:
         self.username = username
-        self.http = httpx.Client(base_url=base_url, timeout=15.0, follow_redirects=False)
+        self.http = httpx.Client(
+            base_url=base_url, timeout=15.0, follow_redirects=False, limits=CLIENT_LIMITS
+        )
         self.get("/login/")
         response = self.post("/login/", {"username": username, "password": password})
         if response.status_code != 302:
