@@ -22,7 +22,7 @@ from django.db import connection, transaction
 
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.rollup_models import PendingApprovalCount, PendingApprovalDelta
-from approvals.rollup_runs import _postgres_day, _sqlite_day
+from approvals.rollup_runs import _postgres_day, _sqlite_day, deltas_compact
 
 APPROVALS = ApprovalRequest._meta.db_table
 RUNS = AgentRun._meta.db_table
@@ -156,7 +156,7 @@ TRIGGERS = {"pending_delta_insert", "pending_delta_delete", "pending_delta_updat
 
 def pending_compact() -> bool:
     """Fold the deltas into the counts and drop the cells now empty; False when another
-    compaction holds the lock. Same shape as run_status_compact()."""
+    compaction holds the lock (rollup_runs.deltas_compact)."""
     fold = (
         f"INSERT INTO {COUNTS} ({KEYS}, n, escalated, reminded) "
         f"SELECT {KEYS}, SUM(n), SUM(escalated), SUM(reminded) FROM {{source}} "
@@ -166,27 +166,14 @@ def pending_compact() -> bool:
     )
     # An empty cell (n = 0 implies no escalated or reminded ones) sums to nothing anyway.
     empty = f"DELETE FROM {COUNTS} WHERE n = 0 AND escalated = 0 AND reminded = 0"
-    columns = f"{KEYS}, n, escalated, reminded"
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_COMPACT_LOCK])
-            if not cursor.fetchone()[0]:
-                return False
-            cursor.execute(
-                f"WITH gone AS (DELETE FROM {DELTAS} RETURNING {columns}) "
-                + fold.format(source="gone")
-            )
-            cursor.execute(empty)
-            return True
-        cursor.execute(f"SELECT MAX(id) FROM {DELTAS}")
-        (highest,) = cursor.fetchone()
-        if highest is None:
-            return True
-        source = f"({_deltas(f'WHERE d.id <= {int(highest)}')}) WHERE true"
-        cursor.execute(fold.format(source=source))
-        cursor.execute(f"DELETE FROM {DELTAS} WHERE id <= %s", [highest])
-        cursor.execute(empty)
-    return True
+    return deltas_compact(
+        deltas=DELTAS,
+        lock=_COMPACT_LOCK,
+        fold=fold,
+        columns=f"{KEYS}, n, escalated, reminded",
+        upto=lambda highest: f"({_deltas(f'WHERE d.id <= {highest}')}) WHERE true",
+        then=(empty,),
+    )
 
 
 def pending_cells() -> list[PendingCell]:

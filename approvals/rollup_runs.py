@@ -15,6 +15,8 @@ all. ``run_status_rebuild()`` (``manage.py metrics_backfill``) counts them again
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import connection, transaction
 
 from approvals.models import AgentRun
@@ -89,38 +91,61 @@ def triggers_drop_sql(vendor: str) -> list[str]:
 
 
 def run_status_compact() -> bool:
-    """Fold the deltas into the per-day counts; False when another compaction holds the lock.
-
-    Postgres: one statement (DELETE ... RETURNING feeding the upsert), so a delta committed
-    meanwhile is either folded and deleted or left for the next pass. SQLite: one writer at a
-    time, so the fold and the delete of the same rows (up to the highest id read) are one
-    transaction's two statements.
-    """
+    """Fold the deltas into the per-day counts; False when another compaction holds the lock
+    (deltas_compact)."""
     fold = (
         f"INSERT INTO {COUNTS} (day, status, n) SELECT day, status, SUM(n) FROM {{source}} "
         "GROUP BY day, status ORDER BY day, status "
         f"ON CONFLICT (day, status) DO UPDATE SET n = {COUNTS}.n + excluded.n"
     )
-    from django.db import transaction
+    # WHERE: SQLite's parser needs one before ON CONFLICT in an INSERT ... SELECT.
+    return deltas_compact(
+        deltas=DELTAS,
+        lock=_COMPACT_LOCK,
+        fold=fold,
+        columns="day, status, n",
+        upto=lambda highest: (
+            f"(SELECT day, status, n FROM {DELTAS} WHERE id <= {highest}) WHERE true"
+        ),
+    )
 
+
+def deltas_compact(
+    *,
+    deltas: str,
+    lock: int,
+    fold: str,
+    columns: str,
+    upto: Callable[[int], str],
+    then: tuple[str, ...] = (),
+) -> bool:
+    """Fold a table of trigger-written deltas into its counts (run status here, pending
+    approvals in rollup_pending); False when another compaction holds ``lock``. ``fold`` is the
+    upsert with ``{source}`` for the rows folded; ``then`` runs after it.
+
+    Postgres: one statement (DELETE ... RETURNING ``columns`` feeding the upsert), so a delta
+    committed meanwhile is either folded and deleted or left for the next pass. SQLite: one
+    writer at a time, so the fold of the rows up to the highest id read (``upto(id)``, the
+    source) and their delete are one transaction's two statements.
+    """
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_COMPACT_LOCK])
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [lock])
             if not cursor.fetchone()[0]:
                 return False
             cursor.execute(
-                f"WITH gone AS (DELETE FROM {DELTAS} RETURNING day, status, n) "
+                f"WITH gone AS (DELETE FROM {deltas} RETURNING {columns}) "
                 + fold.format(source="gone")
             )
-            return True
-        cursor.execute(f"SELECT MAX(id) FROM {DELTAS}")
-        (highest,) = cursor.fetchone()
-        if highest is None:
-            return True
-        # WHERE: SQLite's parser needs one before ON CONFLICT in an INSERT ... SELECT.
-        source = f"(SELECT day, status, n FROM {DELTAS} WHERE id <= {int(highest)}) WHERE true"
-        cursor.execute(fold.format(source=source))
-        cursor.execute(f"DELETE FROM {DELTAS} WHERE id <= %s", [highest])
+        else:
+            cursor.execute(f"SELECT MAX(id) FROM {deltas}")
+            (highest,) = cursor.fetchone()
+            if highest is None:
+                return True
+            cursor.execute(fold.format(source=upto(int(highest))))
+            cursor.execute(f"DELETE FROM {deltas} WHERE id <= %s", [highest])
+        for statement in then:
+            cursor.execute(statement)
     return True
 
 
