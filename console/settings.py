@@ -386,15 +386,5 @@ METRICS_FATIGUE_MEDIAN_SECONDS = env_float("METRICS_FATIGUE_MEDIAN_SECONDS", 10.
 # Windows of at most this many requests are exact (rows); larger ones use the rollups.
 METRICS_EXACT_MAX_REQUESTS = env_int("METRICS_EXACT_MAX_REQUESTS", 5000, minimum=0)
 
-# --- Email and logging --------------------------------------------------------------------
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}},
-}
+# Operating it: email, logging, encryption keys, retention, traces, metrics (console/settings_ops.py).
+from console.settings_ops import *  # noqa: E402, F403

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -20,6 +21,7 @@ REAL_KEY = "kq3H7v9Zt2pWm8xR4nB6cY1sD5fG0hJ-aLoUeIiQwEr_TyNmVb"  # 50 characters
 DEPLOY_VARIABLES = (
     "DEBUG",
     "SECRET_KEY",
+    "ENCRYPTION_KEYS",
     "ALLOWED_HOSTS",
     "CONSOLE_HTTPS",
     "SECURE_SSL_REDIRECT",
@@ -37,6 +39,7 @@ DEPLOY_VARIABLES = (
 DEPLOYMENT = {
     "DEBUG": "false",
     "SECRET_KEY": REAL_KEY,
+    "ENCRYPTION_KEYS": "k1:" + base64.b64encode(bytes(range(32))).decode(),
     "ALLOWED_HOSTS": "console.example.com",
     "CONSOLE_HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",
@@ -76,8 +79,24 @@ def test_the_plain_http_defaults_keep_make_run_working_but_are_not_a_deployment(
     result = check_deploy(DEBUG="false", SECRET_KEY=REAL_KEY)
 
     assert result.returncode == 0  # warnings only: `make run` serves http on 127.0.0.1
-    for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
+    for warning in (
+        "security.W004",
+        "security.W008",
+        "security.W012",
+        "security.W016",
+        "console.W002",
+    ):
         assert warning in result.stderr
+
+
+def test_a_master_key_derived_from_the_secret_key_is_flagged_and_a_bad_ring_stops_start_up():
+    derived = check_deploy(**{**DEPLOYMENT, "ENCRYPTION_KEYS": ""})
+    assert derived.returncode == 0, derived.stderr
+    assert "console.W002" in derived.stderr
+
+    bad = check_deploy(**{**DEPLOYMENT, "ENCRYPTION_KEYS": "k1:short"})
+    assert bad.returncode != 0
+    assert "ENCRYPTION_KEYS" in bad.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,29 @@
+"""Settings for operating the console: email, logging, encryption at rest, retention, traces.
+
+Star-imported at the end of console/settings.py (which stays readable in one sitting); every
+value is read from the environment with the strict helpers of console/env.py.
+"""
+
+from __future__ import annotations
+
+from console.env import env_str
+from core.keyring import keyring_parse
+
+# The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
+# from SECRET_KEY, which `check --deploy` warns of (console.W002). Parsed now so a bad value stops
+# start-up naming the variable.
+ENCRYPTION_KEYS = env_str("ENCRYPTION_KEYS", "")
+keyring_parse(ENCRYPTION_KEYS, secret_key="")  # checks the text; the ring is made on first use
+
+# --- Email and logging --------------------------------------------------------------------
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}},
+}
