@@ -33,7 +33,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.types.json import Jsonb
 
-from core.errors import ApplicationError
 from core.keyring import VARIABLE, KeyMissingError, SealedValueError, keyring_get, sealed_parts
 
 CIPHER = "aesgcm"
@@ -59,17 +58,15 @@ PLAIN_METADATA = frozenset(
 )
 
 
-class CheckpointKeyMissing(ApplicationError):
-    """A checkpoint was sealed under a key the ring no longer holds. Not retryable: only an
-    operator can put the key back, so the run goes to the failure path and a person sees it."""
+# Not ApplicationErrors: no request can fix them, and no HTTP status may make them look
+# retryable (agents.runtime.failures reads one). Only an operator can, so an advance that meets
+# one goes to the failure path at once and a person sees the message.
+class CheckpointKeyMissing(KeyMissingError):
+    """A checkpoint was sealed under a key the ring no longer holds."""
 
-    status_code = 500
 
-
-class CheckpointUnreadable(ApplicationError):
+class CheckpointUnreadable(SealedValueError):
     """A sealed checkpoint value does not open: altered, or another key under the same id."""
-
-    status_code = 500
 
 
 def _open(sealed: bytes, *, aad: bytes) -> bytes:
