@@ -9,7 +9,7 @@ Two things LangGraph's savers store outside the serde, closed here (``runtime.fe
 
 - **Primitive channel values.** PostgresSaver keeps top-level ``str``/``int``/``float``/``bool``
   values inline in the ``checkpoints.checkpoint`` JSONB. Our Postgres savers send every value
-  to ``checkpoint_blobs`` (``sealed_postgres_put``). SqliteSaver serialises the whole
+  to ``checkpoint_blobs`` (``SealedPostgres.put``). SqliteSaver serialises the whole
   checkpoint through the serde already.
 - **Metadata**, JSON on both databases: LangGraph copies ``config["metadata"]`` and every
   primitive ``configurable`` value into it. Only the keys in ``PLAIN_METADATA`` stay readable
@@ -76,8 +76,8 @@ def _open(sealed: bytes, *, aad: bytes) -> bytes:
         kid = sealed_parts(sealed)[0]
         raise CheckpointKeyMissing(
             f"checkpoint data is encrypted under key {kid!r}, which {VARIABLE} no longer "
-            f"holds: put key {kid!r} back into {VARIABLE} (after the current key) and retry "
-            "the run (docs/operations.md, 'Encryption at rest')"
+            f"holds: put key {kid!r} back into {VARIABLE} (after the current key); "
+            "docs/operations.md, 'Encryption at rest'"
         ) from None
     except SealedValueError as exc:
         raise CheckpointUnreadable(
