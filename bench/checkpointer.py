@@ -5,11 +5,14 @@ evidence list, a proposal: about 2 KB serialised), streamed with ``durability="s
 advance does, under each saver in turn, interleaved so a busy machine slows them alike:
 
 - bare graph + InMemorySaver (the floor);
-- PostgresSaver alone (no fence), on a psycopg ConnectionPool as the worker has;
+- PostgresSaver alone (no fence, no encryption), on a psycopg ConnectionPool as the worker has;
 - FencedPostgresSaver (today's worker: lease fence, epoch in the metadata);
 - FastPostgresSaver (``CHECKPOINTER=fast``, the default: fenced, reads in one query, no lock
   around the pool);
 - SqliteSaver (the embedded default, fenced) on a file in a temporary directory.
+
+The last three are encrypted at rest (``agents/runtime/at_rest.py``) under the key ring of the
+console's settings (``ENCRYPTION_KEYS``, or the key derived from ``SECRET_KEY``).
 
 Round trips are counted on the wire: the savers connect through a local TCP relay that counts
 each time the client sends after the server has answered (one INSERT in autocommit is 1).
@@ -47,6 +50,8 @@ DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_checkpointer"
 NODES = 6
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "true")
+# Our savers seal with the key ring of the console's settings.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 from bench.report import figure, section  # noqa: E402 - after the path that finds it
 
@@ -361,6 +366,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=30, help="runs of the graph per saver")
     args = parser.parse_args()
+    import django
+
+    django.setup()
 
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
     database_ensure(url)

@@ -1,7 +1,8 @@
 """The checkpointer: one PostgresSaver pool or one SqliteSaver connection per process, both
 fenced by the run lease (``runtime.fenced_saver``), the compiled graphs bound to it, and thread
 configs. On Postgres, ``CHECKPOINTER`` picks FastPostgresSaver (``runtime.fast_saver``, the
-default) or FencedPostgresSaver (LangGraph's PostgresSaver as it is, plus the fence).
+default) or FencedPostgresSaver (LangGraph's PostgresSaver plus the fence). Every one
+of them is encrypted at rest under ENCRYPTION_KEYS (``runtime.at_rest``: its serde by default).
 
 Created lazily, because the qcluster forks its workers after start-up and a pool or a sqlite
 connection must not cross a fork. It follows Django's database choice (DESIGN.md: Databases).

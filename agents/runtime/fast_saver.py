@@ -16,7 +16,8 @@ Measured per step (bench/checkpointer.py, docs/benchmarks.md "The checkpointer p
   LangGraph orders only the ``put`` calls among themselves (and waits for the writes of delta
   channels before a ``put``); it never relied on this lock to order writes and checkpoints.
 
-The tables, rows and reads are PostgresSaver's, so either saver reads what the other wrote.
+The tables, rows and reads are PostgresSaver's, so either saver reads what the other wrote;
+both seal what they write and store no channel value inline (``runtime.at_rest``).
 ``CHECKPOINTER=postgres`` selects FencedPostgresSaver instead (``runtime.checkpoint``).
 """
 

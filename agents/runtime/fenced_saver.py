@@ -27,6 +27,8 @@ from typing import Any
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from agents.runtime.at_rest import SealedPostgres, SealedSqlite
+
 EPOCH = "lease_epoch"  # the configurable key, and so the metadata key
 GUARD = "lease_guard"  # an object with ``assert_held()``, set by the advance
 
@@ -119,8 +121,8 @@ _PG_EPOCH = f"COALESCE((metadata->>'{EPOCH}')::bigint, 0)"
 _SQLITE_EPOCH = f"COALESCE(CAST(json_extract(CAST(metadata AS TEXT), '$.{EPOCH}') AS INTEGER), 0)"
 
 
-class FencedPostgresSaver(_LeaseFence, PostgresSaver):
-    """PostgresSaver with the lease fence."""
+class FencedPostgresSaver(_LeaseFence, SealedPostgres, PostgresSaver):
+    """PostgresSaver with the lease fence, encrypted at rest (``runtime.at_rest``)."""
 
     def _thread_rows(self, thread_id: str, ns: str) -> list[tuple[int, str, str | None]]:
         with self._cursor() as cur:
@@ -142,8 +144,8 @@ class FencedPostgresSaver(_LeaseFence, PostgresSaver):
         return row["checkpoint_id"] if row else None
 
 
-class FencedSqliteSaver(_LeaseFence, SqliteSaver):
-    """SqliteSaver with the lease fence."""
+class FencedSqliteSaver(_LeaseFence, SealedSqlite, SqliteSaver):
+    """SqliteSaver with the lease fence, encrypted at rest (``runtime.at_rest``)."""
 
     def _thread_rows(self, thread_id: str, ns: str) -> list[tuple[int, str, str | None]]:
         with self.cursor(transaction=False) as cur:

@@ -19,6 +19,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.types import Command
 
 from agents.runtime import checkpoint
+from agents.runtime.at_rest import SealedPostgres
 from agents.runtime.fast_saver import FastPostgresSaver
 from agents.runtime.fenced_saver import EPOCH, FencedPostgresSaver, FencedSqliteSaver
 from tests.support.agents import build_fan_graph
@@ -111,9 +112,16 @@ def _fan_thread(saver: Any) -> tuple[Any, dict[str, Any]]:
     return graph, config
 
 
+class _PostgresSaverSealed(SealedPostgres, PostgresSaver):
+    """PostgresSaver's own reads, with the serde and metadata of encryption at rest."""
+
+
 @on_postgres
 def test_the_fast_saver_reads_what_postgres_saver_reads(pg_schema):
-    with pooled(FastPostgresSaver, pg_schema) as fast, pooled(PostgresSaver, pg_schema) as stock:
+    with (
+        pooled(FastPostgresSaver, pg_schema) as fast,
+        pooled(_PostgresSaverSealed, pg_schema) as stock,
+    ):
         graph, config = _fan_thread(fast)
         thread = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
         history = list(stock.list(thread))
