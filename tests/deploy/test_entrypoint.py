@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,15 +67,19 @@ def program_of(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
-def stop_gracefully(process: ManagedProcess, *, timeout: float = 30.0) -> int:
-    """SIGTERM to the process itself (what ``docker stop`` sends to PID 1); its exit status."""
-    process.popen.send_signal(signal.SIGTERM)
-    try:
-        return process.popen.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(
-            f"{process.name} ignored SIGTERM for {timeout}s\n{logs_section([process])}"
-        ) from None
+def stop_gracefully(*processes: ManagedProcess, timeout: float = 30.0) -> dict[str, int]:
+    """SIGTERM to each process itself (what ``docker stop`` sends to PID 1); their exit codes."""
+    for process in processes:
+        process.popen.send_signal(signal.SIGTERM)
+    codes: dict[str, int] = {}
+    for process in processes:
+        try:
+            codes[process.name] = process.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{process.name} ignored SIGTERM for {timeout}s\n{logs_section([process])}"
+            ) from None
+    return codes
 
 
 @pytest.fixture
@@ -99,14 +106,18 @@ def test_entrypoint_migrates_an_empty_database_and_its_web_and_worker_take_a_run
     request: pytest.FixtureRequest, deployment_env: dict[str, str], tmp_path: Path
 ):
     env = deployment_env
-    assert "Applying agents.0001" in entrypoint_run(["migrate"], env)
-    entrypoint_run(["static"], env)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The image collects static files at build, before any database exists: side by side.
+        static = pool.submit(entrypoint_run, ["static"], env)
+        assert "Applying agents.0001" in entrypoint_run(["migrate"], env)
+        assert "alice" in entrypoint_run(["demo"], env)
+        static.result()
     assert (tmp_path / "static" / "css").is_dir()
-    assert "alice" in entrypoint_run(["demo"], env)
 
     port = free_port()
     env = {**env, "PORT": str(port)}  # the port the health check asks, as in the image
-    log_dir = LOG_ROOT / request.node.name
+    log_dir = LOG_ROOT / re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+    shutil.rmtree(log_dir, ignore_errors=True)  # this run's logs only
     web = ManagedProcess(
         name="web",
         command=[str(ENTRYPOINT), "web", "--host", "127.0.0.1", "--workers", "1"],
@@ -118,9 +129,9 @@ def test_entrypoint_migrates_an_empty_database_and_its_web_and_worker_take_a_run
     )
     try:
         web.start()
+        worker.start()
         base_url = f"http://127.0.0.1:{port}"
         wait_http_ready(f"{base_url}/login/", timeout=30, process=web)
-        worker.start()
         # The entry point replaced itself: the signals of a process manager reach the servers.
         assert "gunicorn" in program_of(web.popen.pid)
         poll_until(
@@ -152,8 +163,8 @@ def test_entrypoint_migrates_an_empty_database_and_its_web_and_worker_take_a_run
         # `demo` dated a checkout deploy within the last hour: the copilot proposes rolling it back.
         assert [a["tool"] for a in pending_approvals(waiting)] == ["rollback_deploy"]
 
-        assert stop_gracefully(worker) == 0, logs_section([worker])
-        assert stop_gracefully(web) == 0, logs_section([web])
+        codes = stop_gracefully(web, worker)
+        assert codes == {"web": 0, "worker": 0}, logs_section([web, worker])
     finally:
         worker.kill()
         web.kill()
