@@ -1,7 +1,8 @@
 """A database of its own for the entry point test: empty, so ``bin/console migrate`` builds it.
 
 Postgres: a scratch database beside the test database on the same server, dropped afterwards.
-SQLite: a file in the test's temporary directory.
+SQLite: a file in the test's temporary directory. Redis (the queue and cache of compose.yaml):
+databases of the local server that no other test uses.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+import redis
 from psycopg import sql
 
 
@@ -40,3 +42,32 @@ def scratch_database(db: dict[str, Any], *, tmp_path: Path) -> Iterator[str]:
             yield _server_url(db, name)
         finally:
             admin.execute(drop)
+
+
+# Redis databases of their own (compose.yaml's /0 and /1 are the queue and the cache), one pair
+# per database engine so the Postgres and SQLite runs of the suite never share a queue.
+REDIS_DATABASES = {"postgresql": (12, 13), "sqlite3": (14, 15)}
+QUEUE_KEY = "django_q:console:q"  # django-q2's list for the cluster named "console"
+
+
+@contextlib.contextmanager
+def scratch_redis(db: dict[str, Any], *, host: str = "127.0.0.1", port: int = 6379):
+    """Yield (REDIS_URL, CACHE_URL) on databases this test owns; their keys are removed
+    before (a killed earlier run's leftovers) and after."""
+    queue_db, cache_db = REDIS_DATABASES[db["ENGINE"].rsplit(".", 1)[-1]]
+    queue = redis.Redis(host=host, port=port, db=queue_db)
+    cache = redis.Redis(host=host, port=port, db=cache_db)
+
+    def tidy() -> None:
+        queue.delete(QUEUE_KEY)
+        stale = list(cache.scan_iter(match=":1:*"))  # Django's cache keys (prefix "", version 1)
+        if stale:
+            cache.delete(*stale)
+
+    tidy()
+    try:
+        yield f"redis://{host}:{port}/{queue_db}", f"redis://{host}:{port}/{cache_db}"
+    finally:
+        tidy()
+        queue.close()
+        cache.close()

@@ -1,9 +1,10 @@
 """bin/console, the container's entry point, run for real outside a container.
 
 This machine cannot build or run images (no container daemon), so the test does what the
-containers of compose.yaml would do, in the same order and with the same commands: migrate an
-empty database, collect static files, seed the demo people, then start ``web`` and ``worker``
-as two separate processes. A run started through the API must reach "waiting": the web server
+containers of compose.yaml would do, in the same order, with the same commands and the same
+kind of environment (Redis as the task broker and the cache): migrate an empty database,
+collect static files, seed the demo people, then start ``web`` and ``worker`` as two separate
+processes. A run started through the API must reach "waiting": the web server
 took it and the worker advanced it. Both then stop on SIGTERM, as ``docker stop`` sends it.
 """
 
@@ -22,9 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 
-from tests.deploy.scratch import scratch_database
+from tests.deploy.scratch import scratch_database, scratch_redis
 from tests.support.processes import (
     LOG_ROOT,
     ApiClient,
@@ -67,6 +69,11 @@ def program_of(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+def redis_keys(url: str, pattern: str) -> list[bytes]:
+    with redis.Redis.from_url(url) as client:
+        return list(client.scan_iter(match=pattern))
+
+
 def stop_gracefully(*processes: ManagedProcess, timeout: float = 30.0) -> dict[str, int]:
     """SIGTERM to each process itself (what ``docker stop`` sends to PID 1); their exit codes."""
     for process in processes:
@@ -84,12 +91,20 @@ def stop_gracefully(*processes: ManagedProcess, timeout: float = 30.0) -> dict[s
 
 @pytest.fixture
 def deployment_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment of compose.yaml's console services, on a new empty database."""
-    with scratch_database(settings.DATABASES["default"], tmp_path=tmp_path) as database_url:
+    """The environment of compose.yaml's console services (the Redis broker and cache among
+    them), on a new empty database."""
+    db = settings.DATABASES["default"]
+    with (
+        scratch_database(db, tmp_path=tmp_path) as database_url,
+        scratch_redis(db) as (redis_url, cache_url),
+    ):
         key = base64.b64encode(os.urandom(32)).decode()
         yield process_env(
             database_url=database_url,
             extra={
+                "Q_BROKER": "redis",
+                "REDIS_URL": redis_url,
+                "CACHE_URL": cache_url,
                 "CONSOLE_PYTHON": sys.executable,
                 "CONSOLE_VAR_DIR": str(tmp_path / "var"),
                 "CONSOLE_STATIC_ROOT": str(tmp_path / "static"),
@@ -162,6 +177,9 @@ def test_entrypoint_migrates_an_empty_database_and_its_web_and_worker_take_a_run
             alice.close()
         # `demo` dated a checkout deploy within the last hour: the copilot proposes rolling it back.
         assert [a["tool"] for a in pending_approvals(waiting)] == ["rollback_deploy"]
+        # Through Redis, as in compose.yaml: the cluster reports there, the limits count there.
+        assert redis_keys(env["REDIS_URL"], "django_q:console:cluster*")
+        assert redis_keys(env["CACHE_URL"], ":1:*")
 
         codes = stop_gracefully(web, worker)
         assert codes == {"web": 0, "worker": 0}, logs_section([web, worker])
