@@ -59,6 +59,8 @@ def test_every_console_service_builds_the_image_and_runs_an_entry_point_command(
     ]
     web = SERVICES["web"]["command"]
     assert web[web.index("--host") + 1] == "0.0.0.0"
+    # The port comes from PORT, which the health check reads too: no second source.
+    assert "--port" not in web
 
 
 def test_only_the_web_service_keeps_the_images_http_health_check():
