@@ -16,9 +16,10 @@ help:
 
 # The project installs no package of its own: the venv gets the pinned dependencies
 # (runtime + dev) listed in pyproject.toml, and re-installs whenever that file changes.
+# bin/requirements.py lists them; the Dockerfile installs its runtime part the same way.
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["dev"]))' > $(VENV)/requirements.txt
+	$(PY) bin/requirements.py --dev > $(VENV)/requirements.txt
 	$(VENV)/bin/pip install --disable-pip-version-check -q -r $(VENV)/requirements.txt
 	touch $@
 
@@ -30,11 +31,14 @@ chromium:
 
 deps: venv chromium
 
+# The container's commands (bin/console, the image's entry point), on the venv's Python.
+CONSOLE := CONSOLE_PYTHON=$(CURDIR)/$(PY) bin/console
+
 run: venv
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput -v 0
-	$(PY) manage.py seed_demo
-	$(PY) manage.py serve
+	$(CONSOLE) migrate
+	$(CONSOLE) static
+	$(CONSOLE) demo
+	$(CONSOLE) serve
 
 # collectstatic first: the real web servers that some tests start serve var/staticfiles.
 test: deps

@@ -6,6 +6,10 @@ value is read from the environment with the strict helpers of console/env.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
 from console.env import env_str
 from core.keyring import keyring_parse
 
@@ -14,6 +18,17 @@ from core.keyring import keyring_parse
 # start-up naming the variable.
 ENCRYPTION_KEYS = env_str("ENCRYPTION_KEYS", "")
 keyring_parse(ENCRYPTION_KEYS, secret_key="")  # checks the text; the ring is made on first use
+
+# --- Static files ---------------------------------------------------------------------------
+# Where collectstatic writes and whitenoise reads. Unset: CONSOLE_VAR_DIR/staticfiles (settings.py).
+# The container image sets it outside its var/ volume, so each new image serves its own files
+# instead of those a volume kept from the image it was first filled by.
+if env_str("CONSOLE_STATIC_ROOT", ""):
+    STATIC_ROOT = Path(env_str("CONSOLE_STATIC_ROOT"))
+    if not STATIC_ROOT.is_absolute():
+        raise ImproperlyConfigured(
+            f"CONSOLE_STATIC_ROOT must be an absolute path, got {str(STATIC_ROOT)!r}"
+        )
 
 # --- Email and logging --------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -43,6 +43,14 @@ def web_command(*, host: str, port: int, workers: int = 2, threads: int = 4) -> 
     ]
 
 
+def web_arguments_add(parser) -> None:
+    """The web server's options, shared by ``serve`` and ``web`` (bin/console web)."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=env_int("PORT", 8000, minimum=1))
+    parser.add_argument("--workers", type=int, default=2, help="web server processes")
+    parser.add_argument("--threads", type=int, default=4, help="threads per web process")
+
+
 def worker_command() -> list[str]:
     """The django-q2 cluster that advances runs."""
     return [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"]
@@ -77,10 +85,7 @@ class Command(BaseCommand):
     help = "Start the web server and the background worker together; Ctrl-C stops both."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=env_int("PORT", 8000, minimum=1))
-        parser.add_argument("--workers", type=int, default=2, help="web server processes")
-        parser.add_argument("--threads", type=int, default=4, help="threads per web process")
+        web_arguments_add(parser)
 
     def handle(self, *args, host: str, port: int, workers: int, threads: int, **options) -> None:
         commands = {
