@@ -6,7 +6,7 @@ value is read from the environment with the strict helpers of console/env.py.
 
 from __future__ import annotations
 
-from console.env import env_str
+from console.env import env_choice, env_int, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
@@ -14,6 +14,17 @@ from core.keyring import keyring_parse
 # start-up naming the variable.
 ENCRYPTION_KEYS = env_str("ENCRYPTION_KEYS", "")
 keyring_parse(ENCRYPTION_KEYS, secret_key="")  # checks the text; the ring is made on first use
+
+# --- Checkpoint retention (agents/runtime/retention.py; docs/operations.md) ---------------
+# Defaults for agents without a policy in the admin: a finished run keeps its full checkpoint
+# history this many days (0: forever), then is pruned to its final checkpoint ("final") or has
+# its thread deleted ("delete"). The audit trail keeps the run's summary either way.
+CHECKPOINT_RETENTION_DAYS = env_int("CHECKPOINT_RETENTION_DAYS", 30, minimum=0)
+CHECKPOINT_RETENTION_ACTION = env_choice(
+    "CHECKPOINT_RETENTION_ACTION", "final", ("final", "delete")
+)
+# Runs one prune pass (every minute, and `manage.py checkpoints_prune`) takes at most.
+CHECKPOINT_PRUNE_BATCH = env_int("CHECKPOINT_PRUNE_BATCH", 200, minimum=1)
 
 # --- Email and logging --------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
