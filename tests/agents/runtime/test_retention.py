@@ -98,8 +98,9 @@ def test_prune_to_final_keeps_the_final_state_readable_and_removes_older_checkpo
     state = _state(run)
     assert state.values == final.values
     assert state.values["log"] == ["propose", "approve", "executed"]
-    assert state.config["configurable"]["checkpoint_id"] == (
-        final.config["configurable"]["checkpoint_id"]
+    assert (
+        state.config["configurable"]["checkpoint_id"]
+        == (final.config["configurable"]["checkpoint_id"])
     )
     assert state.next == ()
     history = agent_selectors.run_history(run=run)
