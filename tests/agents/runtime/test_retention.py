@@ -10,18 +10,21 @@ committed, so each test commits what it does.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
+from langgraph.channels import DeltaChannel
+from langgraph.graph import END, START, StateGraph
 
 from agents import selectors as agent_selectors
 from agents import services as agent_services
 from agents.models import PrunedRun, RetentionCursor, RetentionPass, RetentionPolicy
 from agents.runtime import advance, retention
 from agents.runtime.checkpoint import checkpointer_get, thread_config
+from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.runtime.versions import graph_of_run
 from agents.services import run_start
 from agents.tasks import checkpoints_prune
@@ -268,3 +271,45 @@ def test_a_pruned_run_cannot_be_forked_and_says_why(note_agent, alice, bob):
         agent_services.run_fork(run=run, checkpoint_id=first_step, user=bob)
     with pytest.raises(agent_selectors.CheckpointPruned, match="pruned by retention"):
         agent_selectors.run_state_at(run=run, checkpoint_id=first_step)
+
+
+class _DeltaState(TypedDict, total=False):
+    """A list kept by a DeltaChannel: each checkpoint stores only what changed."""
+
+    items: Annotated[list, DeltaChannel(lambda state, writes: [*state, *writes])]
+
+
+def _build_delta_graph(*, checkpointer: Any) -> Any:
+    builder = StateGraph(_DeltaState)
+    builder.add_node("one", lambda state: {"items": "a"})
+    builder.add_node("two", lambda state: {"items": "b"})
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    builder.add_edge("two", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.fixture
+def delta_agent():
+    spec = agent_register(AgentSpec(name="delta_agent", version="1", factory=_build_delta_graph))
+    yield spec
+    agent_unregister("delta_agent")
+
+
+def test_a_thread_using_a_delta_channel_is_kept_whole(delta_agent, alice):
+    run = run_start(agent="delta_agent", input={}, user=alice)
+    assert advance.run_advance(run_id=run.id) == "completed"
+    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - OLD)
+    run.refresh_from_db()
+    assert _state(run).values["items"] == ["a", "b"]
+    before = _rows(run)
+
+    result = retention.checkpoints_prune_pass()
+
+    assert result.kept == [str(run.pk)] and result.runs == 0
+    assert _rows(run) == before
+    assert _state(run).values["items"] == ["a", "b"]
+    kept = PrunedRun.objects.get(run_id=run.pk)
+    assert kept.outcome == "kept" and "DeltaChannel" in kept.reason
+    assert agent_selectors.run_pruned(run=run) is None  # its history is whole: no notice
+    assert retention.checkpoints_prune_pass().kept == []  # decided once
