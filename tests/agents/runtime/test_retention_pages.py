@@ -146,3 +146,21 @@ def test_the_admin_policy_form_offers_registered_agents_and_audits_each_change(
         ("deleted", 14, "final", "admin"),
     ]
     assert chain_verify_db().ok
+
+
+@pytest.mark.django_db
+def test_the_migration_schedules_a_pass_every_minute_on_a_task_that_exists():
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.utils.module_loading import import_string
+    from django_q.models import Schedule
+
+    migration = import_module("agents.migrations.0009_h14_retention")
+    Schedule.objects.filter(name=migration.SCHEDULE[0]).delete()  # as a fresh database has it
+    migration.install(apps, None)
+
+    schedule = Schedule.objects.get(name=migration.SCHEDULE[0])
+    assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == ("I", 1, -1)
+    assert callable(import_string(schedule.func))
+    assert schedule.func == "agents.tasks.checkpoints_prune"
