@@ -313,3 +313,35 @@ def test_a_thread_using_a_delta_channel_is_kept_whole(delta_agent, alice):
     assert kept.outcome == "kept" and "DeltaChannel" in kept.reason
     assert agent_selectors.run_pruned(run=run) is None  # its history is whole: no notice
     assert retention.checkpoints_prune_pass().kept == []  # decided once
+
+
+def _statements_of_a_pass() -> tuple[int, retention.PassResult]:
+    """Statements one pass sends: Django's, and on SQLite those in the checkpoint file."""
+    from django.test.utils import CaptureQueriesContext
+
+    sqlite: list[str] = []
+    saver = checkpointer_get()
+    if connection.vendor == "sqlite":
+        saver.conn.set_trace_callback(sqlite.append)
+    try:
+        with CaptureQueriesContext(connection) as django:
+            result = retention.checkpoints_prune_pass()
+    finally:
+        if connection.vendor == "sqlite":
+            saver.conn.set_trace_callback(None)
+    return len(django.captured_queries) + len(sqlite), result
+
+
+def test_a_pass_sends_the_same_statements_for_two_runs_as_for_five(note_agent, alice, bob):
+    _finished_run(alice, bob, topic="first")
+    assert retention.checkpoints_prune_pass().runs == 1  # each scope's cursor now exists
+    for i in range(2):
+        _finished_run(alice, bob, topic=f"two-{i}")
+    two, two_result = _statements_of_a_pass()
+    for i in range(5):
+        _finished_run(alice, bob, topic=f"five-{i}")
+    five, five_result = _statements_of_a_pass()
+
+    assert (two_result.runs, five_result.runs) == (2, 5)
+    assert five_result.rows.checkpoints > two_result.rows.checkpoints
+    assert two == five  # set-based: no statement per run or per row
