@@ -10,6 +10,7 @@ committed, so each test commits what it does.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -189,14 +190,24 @@ def test_batches_are_bounded_and_each_pass_goes_on_where_the_last_stopped(
     assert RetentionPass.objects.count() == 2  # an empty pass records nothing
 
 
-def test_a_run_taken_between_selection_and_prune_is_not_touched(note_agent, alice, bob):
+TAKEN = {
+    # An advance holds the lease (a cancelled run's compensation does, for one).
+    "leased": lambda: {
+        "lease_owner": "worker-2",
+        "lease_expires_at": timezone.now() + dt.timedelta(seconds=30),
+    },
+    # The run is live again (no path of this code does that to a finished run; the check
+    # at prune time must not rely on it).
+    "resumed": lambda: {"status": AgentRun.Status.RUNNING},
+}
+
+
+@pytest.mark.parametrize("how", sorted(TAKEN))
+def test_a_run_taken_between_selection_and_prune_is_not_touched(note_agent, alice, bob, how):
     run = _finished_run(alice, bob)
     candidates = retention.retention_candidates()
     assert [c.run_id for c in candidates] == [run.pk]
-    # Meanwhile an advance takes the run (a cancelled run's compensation does, for one).
-    AgentRun.objects.filter(pk=run.pk).update(
-        lease_owner="worker-2", lease_expires_at=timezone.now() + dt.timedelta(seconds=30)
-    )
+    AgentRun.objects.filter(pk=run.pk).update(**TAKEN[how]())
     before = _rows(run)
 
     result = retention.checkpoints_prune(candidates)
@@ -205,7 +216,9 @@ def test_a_run_taken_between_selection_and_prune_is_not_touched(note_agent, alic
     assert _rows(run) == before
     assert not PrunedRun.objects.exists()
     # Once the worker lets go, the next pass takes it: the deferral did not skip it.
-    AgentRun.objects.filter(pk=run.pk).update(lease_owner="", lease_expires_at=None)
+    AgentRun.objects.filter(pk=run.pk).update(
+        lease_owner="", lease_expires_at=None, status=AgentRun.Status.COMPLETED
+    )
     assert retention.checkpoints_prune_pass().final == [str(run.pk)]
 
 
@@ -345,3 +358,59 @@ def test_a_pass_sends_the_same_statements_for_two_runs_as_for_five(note_agent, a
     assert (two_result.runs, five_result.runs) == (2, 5)
     assert five_result.rows.checkpoints > two_result.rows.checkpoints
     assert two == five  # set-based: no statement per run or per row
+
+
+class _OuterState(TypedDict, total=False):
+    """A list the inner graph appends to, one node after another."""
+
+    items: Annotated[list, operator.add]
+
+
+def _build_nested_graph(*, checkpointer: Any) -> Any:
+    inner = StateGraph(_OuterState)
+    inner.add_node("x", lambda state: {"items": ["x"]})
+    inner.add_node("y", lambda state: {"items": ["y"]})
+    inner.add_edge(START, "x")
+    inner.add_edge("x", "y")
+    inner.add_edge("y", END)
+    outer = StateGraph(_OuterState)
+    outer.add_node("first", lambda state: {"items": ["first"]})
+    outer.add_node("inner", inner.compile(checkpointer=True))  # keeps its own namespace
+    outer.add_edge(START, "first")
+    outer.add_edge("first", "inner")
+    outer.add_edge("inner", END)
+    return outer.compile(checkpointer=checkpointer)
+
+
+@pytest.fixture
+def nested_agent():
+    spec = agent_register(AgentSpec(name="nested_agent", version="1", factory=_build_nested_graph))
+    yield spec
+    agent_unregister("nested_agent")
+
+
+def _checkpoints_by_namespace(run: AgentRun) -> dict[str, int]:
+    sql = "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = {} GROUP BY 1"
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute(sql.format("%s"), [run.thread_id])
+            return dict(cur.fetchall())
+    with checkpointer_get().cursor(transaction=False) as cur:
+        cur.execute(sql.format("?"), (run.thread_id,))
+        return dict(cur.fetchall())
+
+
+def test_prune_to_final_keeps_the_final_checkpoint_of_every_namespace(nested_agent, alice):
+    run = run_start(agent="nested_agent", input={}, user=alice)
+    assert advance.run_advance(run_id=run.id) == "completed"
+    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - OLD)
+    run.refresh_from_db()
+    before = _checkpoints_by_namespace(run)
+    assert len(before) == 2 and all(n > 1 for n in before.values())  # root and the subgraph's
+    final = _state(run).values
+
+    assert retention.checkpoints_prune_pass().final == [str(run.pk)]
+
+    assert _checkpoints_by_namespace(run) == {ns: 1 for ns in before}
+    assert _state(run).values == final
+    assert final["items"][-2:] == ["x", "y"]
