@@ -10,88 +10,39 @@ committed, so each test commits what it does.
 from __future__ import annotations
 
 import datetime as dt
-import operator
-from typing import Annotated, Any, TypedDict
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
-from langgraph.channels import DeltaChannel
-from langgraph.graph import END, START, StateGraph
 
 from agents import selectors as agent_selectors
 from agents import services as agent_services
 from agents.models import PrunedRun, RetentionCursor, RetentionPass, RetentionPolicy
 from agents.runtime import advance, retention
-from agents.runtime.checkpoint import checkpointer_get, thread_config
-from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
-from agents.runtime.versions import graph_of_run
+from agents.runtime.checkpoint import checkpointer_get
 from agents.services import run_start
 from agents.tasks import checkpoints_prune
 from approvals.models import AgentRun
-from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.verify import chain_verify_db
+from tests.support.retention import OLD, checkpoint_rows, finished_run, thread_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-OLD = dt.timedelta(days=45)  # past the 30-day default
-
-
-def _finished_run(alice, bob, *, topic: str = "disk", age: dt.timedelta = OLD) -> AgentRun:
-    """A completed note-agent run (propose, a decided pause, execute), finished ``age`` ago."""
-    run = run_start(agent="note_agent", input={"topic": topic}, user=alice)
-    assert advance.run_advance(run_id=run.id) == "waiting"
-    approval = run.approvals.get()
-    approval_decide(
-        approval=approval, user=bob, decision="approve", seen_hash=approval.payload_hash
-    )
-    assert advance.run_advance(run_id=run.id) == "completed"
-    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - age)
-    run.refresh_from_db()
-    return run
-
-
-def _rows(run: AgentRun) -> dict[str, int]:
-    """The thread's rows in each checkpoint table, counted on the table itself."""
-    thread = run.thread_id
-    if connection.vendor == "postgresql":
-        counts = {}
-        with connection.cursor() as cur:
-            for key, table in (
-                ("checkpoints", "checkpoints"),
-                ("writes", "checkpoint_writes"),
-                ("blobs", "checkpoint_blobs"),
-            ):
-                cur.execute(f"SELECT count(*) FROM {table} WHERE thread_id = %s", [thread])
-                counts[key] = cur.fetchone()[0]
-        return counts
-    with checkpointer_get().cursor(transaction=False) as cur:
-        counts = {}
-        for key, table in (("checkpoints", "checkpoints"), ("writes", "writes")):
-            cur.execute(f"SELECT count(*) FROM {table} WHERE thread_id = ?", (thread,))
-            counts[key] = cur.fetchone()[0]
-        counts["blobs"] = 0  # SQLite keeps channel values inline
-        return counts
-
-
-def _state(run: AgentRun) -> Any:
-    return graph_of_run(run).get_state(thread_config(run))
 
 
 def test_prune_to_final_keeps_the_final_state_readable_and_removes_older_checkpoints(
     note_agent, alice, bob
 ):
-    run = _finished_run(alice, bob)
-    before = _rows(run)
-    final = _state(run)
+    run = finished_run(alice, bob)
+    before = checkpoint_rows(run)
+    final = thread_state(run)
     assert before["checkpoints"] > 2 and before["writes"] > 0
 
     result = retention.checkpoints_prune_pass()
 
     assert result.final == [str(run.pk)] and result.deleted == []
-    after = _rows(run)
+    after = checkpoint_rows(run)
     assert after["checkpoints"] == 1
     assert after["writes"] == 0  # the final checkpoint of a finished run has no pending writes
     if connection.vendor == "postgresql":
@@ -99,7 +50,7 @@ def test_prune_to_final_keeps_the_final_state_readable_and_removes_older_checkpo
     assert result.rows.checkpoints == before["checkpoints"] - 1
     assert result.rows.writes == before["writes"] - after["writes"]
     assert result.rows.blobs == before["blobs"] - after["blobs"]
-    state = _state(run)
+    state = thread_state(run)
     assert state.values == final.values
     assert state.values["log"] == ["propose", "approve", "executed"]
     assert (
@@ -117,13 +68,13 @@ def test_prune_to_final_keeps_the_final_state_readable_and_removes_older_checkpo
 
 def test_delete_removes_the_thread(note_agent, alice, bob):
     RetentionPolicy.objects.create(agent="note_agent", keep_days=7, action="delete")
-    run = _finished_run(alice, bob)
-    before = _rows(run)
+    run = finished_run(alice, bob)
+    before = checkpoint_rows(run)
 
     result = retention.checkpoints_prune_pass()
 
     assert result.deleted == [str(run.pk)]
-    assert _rows(run) == {"checkpoints": 0, "writes": 0, "blobs": 0}
+    assert checkpoint_rows(run) == {"checkpoints": 0, "writes": 0, "blobs": 0}
     assert result.rows.checkpoints == before["checkpoints"]
     assert result.rows.writes == before["writes"]
     assert result.rows.blobs == before["blobs"]
@@ -146,15 +97,15 @@ def test_retention_skips_live_threads_and_runs_finished_too_recently(note_agent,
     )
     # Even a live run carrying an old finished_at (data from elsewhere) is never taken.
     AgentRun.objects.filter(pk__in=[queued.pk, waiting.pk, running.pk]).update(finished_at=old)
-    recent = _finished_run(alice, bob, topic="recent", age=dt.timedelta(days=29))
+    recent = finished_run(alice, bob, topic="recent", age=dt.timedelta(days=29))
     live = [AgentRun.objects.get(pk=r.pk) for r in (waiting, running, recent)]
-    before = {r.pk: _rows(r) for r in live}
+    before = {r.pk: checkpoint_rows(r) for r in live}
 
     assert retention.retention_candidates() == []
     result = retention.checkpoints_prune_pass()
 
     assert result.runs == 0 and result.deferred == []
-    assert {r.pk: _rows(r) for r in live} == before
+    assert {r.pk: checkpoint_rows(r) for r in live} == before
     assert all(before[r.pk]["checkpoints"] > 0 for r in live)
     assert not PrunedRun.objects.exists()
     assert not AuditEvent.objects.filter(action="checkpoints.pruned").exists()
@@ -162,11 +113,11 @@ def test_retention_skips_live_threads_and_runs_finished_too_recently(note_agent,
 
 def test_keep_days_zero_keeps_finished_runs_forever(note_agent, alice, bob):
     RetentionPolicy.objects.create(agent="note_agent", keep_days=0, action="delete")
-    run = _finished_run(alice, bob, age=dt.timedelta(days=3650))
-    before = _rows(run)
+    run = finished_run(alice, bob, age=dt.timedelta(days=3650))
+    before = checkpoint_rows(run)
 
     assert retention.checkpoints_prune_pass().runs == 0
-    assert _rows(run) == before
+    assert checkpoint_rows(run) == before
 
 
 def test_batches_are_bounded_and_each_pass_goes_on_where_the_last_stopped(
@@ -174,7 +125,7 @@ def test_batches_are_bounded_and_each_pass_goes_on_where_the_last_stopped(
 ):
     settings.CHECKPOINT_PRUNE_BATCH = 2
     runs = [
-        _finished_run(alice, bob, topic=f"t{i}", age=OLD + dt.timedelta(hours=i)) for i in range(3)
+        finished_run(alice, bob, topic=f"t{i}", age=OLD + dt.timedelta(hours=i)) for i in range(3)
     ]
     oldest_first = sorted(runs, key=lambda r: r.finished_at)
 
@@ -204,16 +155,16 @@ TAKEN = {
 
 @pytest.mark.parametrize("how", sorted(TAKEN))
 def test_a_run_taken_between_selection_and_prune_is_not_touched(note_agent, alice, bob, how):
-    run = _finished_run(alice, bob)
+    run = finished_run(alice, bob)
     candidates = retention.retention_candidates()
     assert [c.run_id for c in candidates] == [run.pk]
     AgentRun.objects.filter(pk=run.pk).update(**TAKEN[how]())
-    before = _rows(run)
+    before = checkpoint_rows(run)
 
     result = retention.checkpoints_prune(candidates)
 
     assert result.deferred == [str(run.pk)] and result.runs == 0
-    assert _rows(run) == before
+    assert checkpoint_rows(run) == before
     assert not PrunedRun.objects.exists()
     # Once the worker lets go, the next pass takes it: the deferral did not skip it.
     AgentRun.objects.filter(pk=run.pk).update(
@@ -223,17 +174,17 @@ def test_a_run_taken_between_selection_and_prune_is_not_touched(note_agent, alic
 
 
 def test_a_run_whose_advance_was_asked_for_is_deferred(note_agent, alice, bob):
-    run = _finished_run(alice, bob)
+    run = finished_run(alice, bob)
     candidates = retention.retention_candidates()
     AgentRun.objects.filter(pk=run.pk).update(wake_requested=True)
 
     assert retention.checkpoints_prune(candidates).deferred == [str(run.pk)]
-    assert _rows(run)["checkpoints"] > 1
+    assert checkpoint_rows(run)["checkpoints"] > 1
 
 
 def test_the_audit_event_holds_counts_and_run_ids_never_contents(note_agent, alice, bob):
-    runs = [_finished_run(alice, bob, topic=f"secret-{i}") for i in range(2)]
-    before = [_rows(r) for r in runs]
+    runs = [finished_run(alice, bob, topic=f"secret-{i}") for i in range(2)]
+    before = [checkpoint_rows(r) for r in runs]
 
     result = retention.checkpoints_prune_pass()
 
@@ -251,12 +202,12 @@ def test_the_audit_event_holds_counts_and_run_ids_never_contents(note_agent, ali
 
 
 def test_the_scheduled_task_and_the_command_run_the_same_pass(note_agent, alice, bob):
-    first = _finished_run(alice, bob, topic="a")
+    first = finished_run(alice, bob, topic="a")
     summary = checkpoints_prune()
     assert summary["runs"] == 1 and summary["pruned_to_final"] == 1
     assert PrunedRun.objects.filter(run_id=first.pk).exists()
 
-    second = _finished_run(alice, bob, topic="b")
+    second = finished_run(alice, bob, topic="b")
     call_command("checkpoints_prune", "--dry-run", stdout=(out := _Out()))
     assert "1 run(s) due" in out.text
     call_command("checkpoints_prune", "--until-done", stdout=(out := _Out()))
@@ -276,7 +227,7 @@ class _Out:
 
 
 def test_a_pruned_run_cannot_be_forked_and_says_why(note_agent, alice, bob):
-    run = _finished_run(alice, bob)
+    run = finished_run(alice, bob)
     first_step = agent_selectors.run_history(run=run)[0]["checkpoint_id"]
     retention.checkpoints_prune_pass()
 
@@ -284,48 +235,6 @@ def test_a_pruned_run_cannot_be_forked_and_says_why(note_agent, alice, bob):
         agent_services.run_fork(run=run, checkpoint_id=first_step, user=bob)
     with pytest.raises(agent_selectors.CheckpointPruned, match="pruned by retention"):
         agent_selectors.run_state_at(run=run, checkpoint_id=first_step)
-
-
-class _DeltaState(TypedDict, total=False):
-    """A list kept by a DeltaChannel: each checkpoint stores only what changed."""
-
-    items: Annotated[list, DeltaChannel(lambda state, writes: [*state, *writes])]
-
-
-def _build_delta_graph(*, checkpointer: Any) -> Any:
-    builder = StateGraph(_DeltaState)
-    builder.add_node("one", lambda state: {"items": "a"})
-    builder.add_node("two", lambda state: {"items": "b"})
-    builder.add_edge(START, "one")
-    builder.add_edge("one", "two")
-    builder.add_edge("two", END)
-    return builder.compile(checkpointer=checkpointer)
-
-
-@pytest.fixture
-def delta_agent():
-    spec = agent_register(AgentSpec(name="delta_agent", version="1", factory=_build_delta_graph))
-    yield spec
-    agent_unregister("delta_agent")
-
-
-def test_a_thread_using_a_delta_channel_is_kept_whole(delta_agent, alice):
-    run = run_start(agent="delta_agent", input={}, user=alice)
-    assert advance.run_advance(run_id=run.id) == "completed"
-    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - OLD)
-    run.refresh_from_db()
-    assert _state(run).values["items"] == ["a", "b"]
-    before = _rows(run)
-
-    result = retention.checkpoints_prune_pass()
-
-    assert result.kept == [str(run.pk)] and result.runs == 0
-    assert _rows(run) == before
-    assert _state(run).values["items"] == ["a", "b"]
-    kept = PrunedRun.objects.get(run_id=run.pk)
-    assert kept.outcome == "kept" and "DeltaChannel" in kept.reason
-    assert agent_selectors.run_pruned(run=run) is None  # its history is whole: no notice
-    assert retention.checkpoints_prune_pass().kept == []  # decided once
 
 
 def _statements_of_a_pass() -> tuple[int, retention.PassResult]:
@@ -346,71 +255,15 @@ def _statements_of_a_pass() -> tuple[int, retention.PassResult]:
 
 
 def test_a_pass_sends_the_same_statements_for_two_runs_as_for_five(note_agent, alice, bob):
-    _finished_run(alice, bob, topic="first")
+    finished_run(alice, bob, topic="first")
     assert retention.checkpoints_prune_pass().runs == 1  # each scope's cursor now exists
     for i in range(2):
-        _finished_run(alice, bob, topic=f"two-{i}")
+        finished_run(alice, bob, topic=f"two-{i}")
     two, two_result = _statements_of_a_pass()
     for i in range(5):
-        _finished_run(alice, bob, topic=f"five-{i}")
+        finished_run(alice, bob, topic=f"five-{i}")
     five, five_result = _statements_of_a_pass()
 
     assert (two_result.runs, five_result.runs) == (2, 5)
     assert five_result.rows.checkpoints > two_result.rows.checkpoints
     assert two == five  # set-based: no statement per run or per row
-
-
-class _OuterState(TypedDict, total=False):
-    """A list the inner graph appends to, one node after another."""
-
-    items: Annotated[list, operator.add]
-
-
-def _build_nested_graph(*, checkpointer: Any) -> Any:
-    inner = StateGraph(_OuterState)
-    inner.add_node("x", lambda state: {"items": ["x"]})
-    inner.add_node("y", lambda state: {"items": ["y"]})
-    inner.add_edge(START, "x")
-    inner.add_edge("x", "y")
-    inner.add_edge("y", END)
-    outer = StateGraph(_OuterState)
-    outer.add_node("first", lambda state: {"items": ["first"]})
-    outer.add_node("inner", inner.compile(checkpointer=True))  # keeps its own namespace
-    outer.add_edge(START, "first")
-    outer.add_edge("first", "inner")
-    outer.add_edge("inner", END)
-    return outer.compile(checkpointer=checkpointer)
-
-
-@pytest.fixture
-def nested_agent():
-    spec = agent_register(AgentSpec(name="nested_agent", version="1", factory=_build_nested_graph))
-    yield spec
-    agent_unregister("nested_agent")
-
-
-def _checkpoints_by_namespace(run: AgentRun) -> dict[str, int]:
-    sql = "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = {} GROUP BY 1"
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute(sql.format("%s"), [run.thread_id])
-            return dict(cur.fetchall())
-    with checkpointer_get().cursor(transaction=False) as cur:
-        cur.execute(sql.format("?"), (run.thread_id,))
-        return dict(cur.fetchall())
-
-
-def test_prune_to_final_keeps_the_final_checkpoint_of_every_namespace(nested_agent, alice):
-    run = run_start(agent="nested_agent", input={}, user=alice)
-    assert advance.run_advance(run_id=run.id) == "completed"
-    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - OLD)
-    run.refresh_from_db()
-    before = _checkpoints_by_namespace(run)
-    assert len(before) == 2 and all(n > 1 for n in before.values())  # root and the subgraph's
-    final = _state(run).values
-
-    assert retention.checkpoints_prune_pass().final == [str(run.pk)]
-
-    assert _checkpoints_by_namespace(run) == {ns: 1 for ns in before}
-    assert _state(run).values == final
-    assert final["items"][-2:] == ["x", "y"]

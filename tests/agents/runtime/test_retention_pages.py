@@ -4,7 +4,6 @@ offers registered agents and audits every change."""
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 
 import pytest
@@ -13,28 +12,14 @@ from django.utils import timezone
 
 from agents import selectors as agent_selectors
 from agents.models import RetentionCursor, RetentionPolicy
-from agents.runtime import advance, retention
-from agents.services import run_start
+from agents.runtime import retention
 from approvals.models import AgentRun
-from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.verify import chain_verify_db
 from tests.support.people import client_for, person
+from tests.support.retention import finished_run
 
 transactional = pytest.mark.django_db(transaction=True)
-
-
-def _finished_run(alice, bob, *, topic: str = "disk") -> AgentRun:
-    run = run_start(agent="note_agent", input={"topic": topic}, user=alice)
-    advance.run_advance(run_id=run.id)
-    approval = run.approvals.get()
-    approval_decide(
-        approval=approval, user=bob, decision="approve", seen_hash=approval.payload_hash
-    )
-    assert advance.run_advance(run_id=run.id) == "completed"
-    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - dt.timedelta(days=60))
-    run.refresh_from_db()
-    return run
 
 
 def _time_traveller():
@@ -45,7 +30,7 @@ def _time_traveller():
 @pytest.mark.parametrize("action", ["final", "delete"])
 def test_a_pruned_runs_page_and_steps_say_pruned_by_retention(note_agent, alice, bob, action):
     RetentionPolicy.objects.create(agent="note_agent", keep_days=30, action=action)
-    run = _finished_run(alice, bob)
+    run = finished_run(alice, bob)
     first_step = agent_selectors.run_history(run=run)[0]["checkpoint_id"]
     retention.checkpoints_prune_pass()
     viewer = client_for(_time_traveller())
@@ -75,7 +60,7 @@ def test_a_pruned_runs_page_and_steps_say_pruned_by_retention(note_agent, alice,
 
 @transactional
 def test_the_ops_page_shows_the_checkpoint_tables_of_real_runs_to_staff(note_agent, alice, bob):
-    _finished_run(alice, bob)
+    finished_run(alice, bob)
     staff = person("sam")
     staff.is_staff = True
     staff.save()
