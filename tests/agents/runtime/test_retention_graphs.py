@@ -1,5 +1,6 @@
-"""Retention on graphs of other shapes: a DeltaChannel's thread is kept whole (pruning would
-empty that channel), and a subgraph's namespace keeps its own final checkpoint."""
+"""Retention on threads of other shapes: a DeltaChannel's thread is kept whole (pruning would
+empty that channel), a subgraph's namespace keeps its own final checkpoint, and a stale
+worker's late checkpoint never outlives the fence's head."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.base import copy_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 
 from agents import selectors as agent_selectors
 from agents.models import PrunedRun
 from agents.runtime import advance, retention
-from agents.runtime.checkpoint import checkpointer_get
+from agents.runtime.checkpoint import checkpointer_get, thread_config
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import run_start
 from approvals.models import AgentRun
-from tests.support.retention import OLD, checkpoint_rows, thread_state
+from tests.support.retention import OLD, checkpoint_rows, finished_run, thread_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,3 +123,35 @@ def test_prune_to_final_keeps_the_final_checkpoint_of_every_namespace(nested_age
     assert _checkpoints_by_namespace(run) == {ns: 1 for ns in before}
     assert thread_state(run).values == final
     assert final["items"][-2:] == ["x", "y"]
+
+
+def test_prune_to_final_keeps_the_fences_head_not_a_stale_workers_newer_checkpoint(
+    note_agent, alice, bob
+):
+    """A worker that lost its lease may still have written a checkpoint with a newer id but an
+    older lease epoch; the head ``get_state`` reads is the new owner's, and that one is kept
+    (LangGraph's own ``PostgresSaver.prune`` would keep the newest id)."""
+    run = finished_run(alice, bob)
+    saver = checkpointer_get()
+    head = saver.get_tuple(thread_config(run))
+    stale = copy_checkpoint(head.checkpoint)
+    stale["id"] = str(uuid6())  # newer than every checkpoint of the thread
+    parent = {
+        "configurable": {
+            "thread_id": run.thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": head.parent_config["configurable"]["checkpoint_id"],
+            "lease_epoch": head.metadata["lease_epoch"] - 1,
+        }
+    }
+    saver.put(parent, stale, {"source": "loop", "step": 99}, {})
+    final = thread_state(run)
+
+    assert retention.checkpoints_prune_pass().final == [str(run.pk)]
+
+    assert checkpoint_rows(run)["checkpoints"] == 1
+    kept = saver.get_tuple(thread_config(run))
+    assert (
+        kept.config["configurable"]["checkpoint_id"] == head.config["configurable"]["checkpoint_id"]
+    )
+    assert thread_state(run).values == final.values
