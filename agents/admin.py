@@ -1,7 +1,9 @@
-"""Admin for the effects ledger and the sandbox systems (labelled as sandboxes)."""
+"""Admin for the effects ledger, the sandbox systems (labelled as sandboxes) and checkpoint
+retention policies."""
 
 from django.contrib import admin
 
+from agents.forms import RetentionPolicyAdminForm
 from agents.models import (
     Effect,
     SandboxDeploy,
@@ -10,6 +12,8 @@ from agents.models import (
     SandboxPayment,
     SandboxTicket,
 )
+from agents.retention_models import RetentionPolicy
+from agents.runtime.retention import retention_policy_delete, retention_policy_save
 
 
 @admin.register(Effect)
@@ -45,3 +49,23 @@ for model, columns in [
     admin.site.register(
         model, type(f"{model.__name__}Admin", (SandboxAdmin,), {"list_display": columns})
     )
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(admin.ModelAdmin):
+    """Every save and delete goes through the retention services: audited."""
+
+    form = RetentionPolicyAdminForm
+    list_display = ("agent", "keep_days", "action", "updated_at")
+    list_filter = ("action",)
+    search_fields = ("agent",)
+
+    def save_model(self, request, obj, form, change):
+        retention_policy_save(policy=obj, actor=request.user, created=not change, request=request)
+
+    def delete_model(self, request, obj):
+        retention_policy_delete(policy=obj, actor=request.user, request=request)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            retention_policy_delete(policy=obj, actor=request.user, request=request)

@@ -1,4 +1,4 @@
-"""Forms of the run pages."""
+"""Forms of the run pages, and the admin form of a checkpoint retention policy."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from agents.retention_models import RetentionPolicy
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
 from core.json_limits import json_problem
@@ -70,3 +71,22 @@ class RunStartForm(forms.Form):
                 self.add_error("input", f"{key.removeprefix('input.')}: {message}")
             else:
                 self.add_error(None, message)
+
+
+class RetentionPolicyAdminForm(forms.ModelForm):
+    """The agent is chosen from the registered agents (a typo would leave the real agent on
+    the default policy); a policy kept for an agent no longer registered stays editable."""
+
+    agent = forms.ChoiceField(label="Agent")
+
+    class Meta:
+        model = RetentionPolicy
+        fields = ("agent", "keep_days", "action")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = _agent_choices()
+        current = self.instance.agent if self.instance.pk else ""
+        if current and current not in {name for name, _ in choices}:
+            choices.append((current, f"{current} (not registered)"))
+        self.fields["agent"].choices = [("", "---------"), *choices]

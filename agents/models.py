@@ -196,3 +196,13 @@ class SandboxNotification(SandboxRecord):
 
     def __str__(self) -> str:
         return f"{self.channel} to {self.recipient}"
+
+
+# Checkpoint retention lives in its own module (for size); the app's models are imported here.
+from agents.retention_models import (  # noqa: E402, F401
+    PrunedRun,
+    RetentionAction,
+    RetentionCursor,
+    RetentionPass,
+    RetentionPolicy,
+)

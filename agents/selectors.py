@@ -1,17 +1,51 @@
-"""Reads of a run's thread: its checkpoint history and the state at one step."""
+"""Reads of a run's thread: its checkpoint history and the state at one step, and whether
+retention pruned it (agents/runtime/retention.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agents.retention_models import PrunedRun
 from agents.runtime.checkpoint import jsonable, thread_config
 from agents.runtime.versions import graph_of_run
 from approvals.models import AgentRun
 
 
+class CheckpointPruned(LookupError):
+    """The step asked for was removed by checkpoint retention."""
+
+    def __init__(self, pruned: PrunedRun) -> None:
+        self.pruned = pruned
+        super().__init__(retention_notice(pruned))
+
+
+def run_pruned(*, run: AgentRun) -> PrunedRun | None:
+    """The retention record of a run whose checkpoints were pruned or deleted, else None."""
+    pruned = PrunedRun.objects.filter(run_id=run.pk).first()
+    if pruned is None or pruned.outcome == PrunedRun.Outcome.KEPT:
+        return None
+    return pruned
+
+
+def retention_notice(pruned: PrunedRun) -> str:
+    """What a reader is told about a pruned run's missing steps."""
+    when = f"{pruned.pruned_at:%Y-%m-%d %H:%M} UTC"
+    if pruned.outcome == PrunedRun.Outcome.DELETE:
+        return (
+            f"This run's checkpoints were deleted by retention on {when}: its steps can no "
+            "longer be viewed or forked. Its output and the audit trail remain."
+        )
+    return (
+        f"This run's checkpoints were pruned by retention on {when}: only its final state "
+        "is kept, so earlier steps can no longer be viewed or forked. The audit trail remains."
+    )
+
+
 def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
     """The run's checkpoints, oldest first: node that ran, time, next nodes, values, changes,
-    and whether a fork may start there (not after an answered pause)."""
+    and whether a fork may start there (not after an answered pause; never once pruned, since
+    the pauses answered before the kept step are gone)."""
+    pruned = run_pruned(run=run) is not None
     graph = graph_of_run(run)
     snapshots = list(graph.get_state_history(thread_config(run)))
     snapshots.reverse()
@@ -34,7 +68,7 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
                 "changed": changed,
                 "interrupts": [jsonable(i.value) for i in getattr(snap, "interrupts", ()) or ()],
                 "interrupt_ids": [i.id for i in getattr(snap, "interrupts", ()) or ()],
-                "forkable": not answered,
+                "forkable": not answered and not pruned,
             }
         )
         answered = answered or bool(steps[-1]["interrupt_ids"])
@@ -43,10 +77,14 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
 
 
 def run_state_at(*, run: AgentRun, checkpoint_id: str) -> dict[str, Any]:
-    """One step of the history; LookupError when the checkpoint is not this run's."""
+    """One step of the history; CheckpointPruned when retention removed it, LookupError when
+    the checkpoint is not this run's."""
     for step in run_history(run=run):
         if step["checkpoint_id"] == checkpoint_id:
             return step
+    pruned = run_pruned(run=run)
+    if pruned is not None:
+        raise CheckpointPruned(pruned)
     raise LookupError(f"checkpoint {checkpoint_id} is not part of run {run.pk}")
 
 

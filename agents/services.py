@@ -16,7 +16,7 @@ from agents.models import Effect, RunStartKey, Settlement
 from agents.runtime.checkpoint import thread_config
 from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
-from agents.selectors import run_history
+from agents.selectors import retention_notice, run_history, run_pruned
 from agents.tools import validation_errors
 from approvals import policy
 from approvals import services as approval_services
@@ -159,6 +159,10 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
     again. A step after a decided gate is refused (``ForkRefused``): its state carries that
     decision, and a fork never inherits one (invariant 11; the ledger refuses it too).
     """
+    pruned = run_pruned(run=run)
+    if pruned is not None:
+        # The pauses answered before the kept step are gone: a fork could not be checked.
+        raise ForkRefused(retention_notice(pruned), errors={"checkpoint_id": "pruned"})
     graph = graph_of_run(run)
     history = run_history(run=run)
     index = next((i for i, s in enumerate(history) if s["checkpoint_id"] == checkpoint_id), None)
@@ -178,6 +182,11 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
     snapshot = graph.get_state(
         {"configurable": {"thread_id": run.thread_id, "checkpoint_id": checkpoint_id}}
     )
+    if snapshot.metadata is None:  # pruned since the history was read
+        raise ForkRefused(
+            "This step's checkpoint was pruned by retention a moment ago.",
+            errors={"checkpoint_id": "pruned"},
+        )
     with transaction.atomic():
         child = approval_services.run_create(
             agent=run.agent,

@@ -7,7 +7,7 @@ import logging
 from django.db import close_old_connections
 
 from agents.effects import reconcile
-from agents.runtime import advance, recovery
+from agents.runtime import advance, recovery, retention
 
 log = logging.getLogger(__name__)
 
@@ -26,3 +26,12 @@ def runs_recover() -> int:
     if any(settled.values()):
         log.info("effects reconciled: %s", settled)
     return recovery.runs_recover()
+
+
+def checkpoints_prune() -> dict[str, int]:
+    """Every minute (Schedule): one bounded retention pass over finished runs' checkpoints."""
+    close_old_connections()
+    summary = retention.checkpoints_prune_pass().summary()
+    if summary["runs"] or summary["kept"]:
+        log.info("checkpoints pruned: %s", summary)
+    return summary

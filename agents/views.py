@@ -144,8 +144,14 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
         "may_settle": request.user.is_superuser or request.user.has_perm("approvals.decide"),
         "settlements": Settlement.choices,
         "time_travel": _time_travel_allowed(request),
+        "retention_notice": _retention_notice(run),
     }
     return render(request, "agents/run_detail.html", context)
+
+
+def _retention_notice(run: AgentRun) -> str:
+    pruned = selectors.run_pruned(run=run)
+    return selectors.retention_notice(pruned) if pruned is not None else ""
 
 
 @require_POST
@@ -173,6 +179,10 @@ def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
     run = _visible_run(request, pk)
     try:
         step = selectors.run_state_at(run=run, checkpoint_id=checkpoint_id)
+    except selectors.CheckpointPruned as pruned:
+        # Gone on purpose, not a wrong address: say so (410) instead of a bare 404.
+        context = {"run": run, "checkpoint_id": checkpoint_id, "notice": str(pruned)}
+        return render(request, "agents/run_step_pruned.html", context, status=410)
     except LookupError:
         raise Http404("No such step in this run.") from None
     services.run_state_view_audit(

@@ -96,6 +96,13 @@ class AgentRun(models.Model):
             ),
             # Metrics: runs started in a window, counted by status (index-only scan).
             models.Index(fields=["created_at", "status"], name="run_created_status"),
+            # Checkpoint retention (agents/runtime/retention.py) reads finished runs in this
+            # order from where its last pass stopped.
+            models.Index(
+                fields=["finished_at", "id"],
+                name="run_finished",
+                condition=models.Q(finished_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_str
+from console.env import env_choice, env_int, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
@@ -29,6 +29,17 @@ if env_str("CONSOLE_STATIC_ROOT", ""):
         raise ImproperlyConfigured(
             f"CONSOLE_STATIC_ROOT must be an absolute path, got {str(STATIC_ROOT)!r}"
         )
+
+# --- Checkpoint retention (agents/runtime/retention.py; docs/operations.md) ---------------
+# Defaults for agents without a policy in the admin: a finished run keeps its full checkpoint
+# history this many days (0: forever), then is pruned to its final checkpoint ("final") or has
+# its thread deleted ("delete"). The audit trail keeps the run's summary either way.
+CHECKPOINT_RETENTION_DAYS = env_int("CHECKPOINT_RETENTION_DAYS", 30, minimum=0)
+CHECKPOINT_RETENTION_ACTION = env_choice(
+    "CHECKPOINT_RETENTION_ACTION", "final", ("final", "delete")
+)
+# Runs one prune pass (every minute, and `manage.py checkpoints_prune`) takes at most.
+CHECKPOINT_PRUNE_BATCH = env_int("CHECKPOINT_PRUNE_BATCH", 200, minimum=1)
 
 # --- Email and logging --------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
