@@ -6,7 +6,9 @@ value is read from the environment with the strict helpers of console/env.py.
 
 from __future__ import annotations
 
-from console.env import env_str
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_bool, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
@@ -27,3 +29,17 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# --- Traces (console/tracing.py, docs/operations.md "Observability: traces") ---------------
+# Set: spans are exported over OTLP/HTTP to this base URL (the exporter adds /v1/traces; the
+# SDK reads the other standard OTEL_* variables itself). Unset: no provider, no exporter.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+if OTEL_EXPORTER_OTLP_ENDPOINT and not OTEL_EXPORTER_OTLP_ENDPOINT.startswith(
+    ("http://", "https://")
+):
+    raise ImproperlyConfigured(
+        "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, "
+        f"got {OTEL_EXPORTER_OTLP_ENDPOINT!r}"
+    )
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "").strip() or "approval-console"
+OTEL_SDK_DISABLED = env_bool("OTEL_SDK_DISABLED", False)
