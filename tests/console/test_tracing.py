@@ -73,6 +73,9 @@ def work():  # a qcluster worker that ends normally, without flushing itself
     with tracer.start_as_current_span("probe.worker"):
         pass
 
+from django.test import Client
+assert Client().get("/login/").status_code == 200  # a request: the Django instrumentation
+
 worker = multiprocessing.get_context("fork").Process(target=work)
 worker.start()
 worker.join()
@@ -151,8 +154,13 @@ def _python(script: str, **env: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_without_an_endpoint_setup_installs_nothing_beyond_the_no_op_api():
-    seen = _python(UNSET)
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"}],
+    ids=["no endpoint", "disabled"],
+)
+def test_without_an_endpoint_setup_installs_nothing_beyond_the_no_op_api(env):
+    seen = _python(UNSET, **env)
     assert seen == {
         "provider": "ProxyTracerProvider",
         "exporter_loaded": False,
@@ -178,6 +186,8 @@ def test_with_an_endpoint_spans_go_over_otlp_http_from_the_process_and_its_forks
     assert {resource["service.name"] for resource, _ in spans} == {"probe-svc"}
     by_name = {span.name: span for _, span in spans}
     assert {"probe.parent", "probe.forked", "probe.worker"} <= set(by_name)
+    (request,) = [span for _, span in spans if span.kind == span.SPAN_KIND_SERVER]
+    assert request.name == "GET login/"  # the route
     if connection.vendor == "postgresql":
         # The psycopg instrumentation: the query inside the span is its child; the one
         # outside any request or run is not kept.
@@ -185,3 +195,20 @@ def test_with_an_endpoint_spans_go_over_otlp_http_from_the_process_and_its_forks
         (query,) = [span for _, span in spans if span.parent_span_id == parent]
         assert query.kind == query.SPAN_KIND_CLIENT
         assert all(span.parent_span_id for _, span in spans if span.kind == span.SPAN_KIND_CLIENT)
+
+
+def test_an_endpoint_that_is_not_an_http_url_stops_start_up_naming_the_variable():
+    env = process_env(
+        database_url=database_url_for_tests(),
+        extra={"OTEL_EXPORTER_OTLP_ENDPOINT": "otel-collector:4318"},
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: OTEL_EXPORTER_OTLP_ENDPOINT must be an http" in done.stderr

@@ -21,12 +21,19 @@ from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import run_start
 from approvals.models import AgentRun
 from approvals.services import approval_decide, policy_seed_demo
+from tests.agents.runtime.test_query_budget import PHASE_BUDGET, _phases
 from tests.support.agents import NoteState, build_note_graph
+from tests.support.queue import NOTIFICATION_MODULES, RUNNER_MODULES
 from tests.support.traces import spans_recorded
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("queued")]
 
 INCIDENT = {"service": "checkout", "signal": "5xx above 5%", "severity": "sev3"}
+
+
+@pytest.fixture
+def queue_modules():
+    return (*RUNNER_MODULES, *NOTIFICATION_MODULES)
 
 
 @pytest.fixture
@@ -91,6 +98,14 @@ def test_a_demo_run_leaves_two_linked_segments_its_wait_and_its_tool_calls(alice
         assert call.attributes["effect.key"].startswith(f"{run.thread_id}:")
         assert call.attributes["tool.outcome"] == "succeeded"
         assert call.attributes["tool.attempts"] == 1
+
+
+def test_tracing_adds_no_query_to_any_phase_of_a_demo_run(alice, reviewer, spans):
+    run, counts = _phases(alice, reviewer)
+    assert run.status == "completed"
+    assert len(spans.named("run.segment")) == 2 and spans.named("approval.wait")
+    over = {name: (counts[name], PHASE_BUDGET[name]) for name in PHASE_BUDGET}
+    assert all(count <= budget for count, budget in over.values()), over
 
 
 def _broken_graph(*, checkpointer: Any) -> Any:
