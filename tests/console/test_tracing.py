@@ -7,17 +7,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.support.processes import database_url_for_tests, process_env
+from tests.support.traces import Collector, collector_running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,53 +87,10 @@ print(json.dumps({
 """
 
 
-class Collector:
-    """An OTLP/HTTP receiver: records each request's path, content type and decoded spans."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as a real collector
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                collector.requests.append(
-                    {"path": self.path, "type": self.headers["Content-Type"], "body": request}
-                )
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def spans(self) -> list[tuple[dict[str, Any], Any]]:
-        """(resource attributes, span) of everything received."""
-        found = []
-        for request in self.requests:
-            for resource_spans in request["body"].resource_spans:
-                resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
-                for scope in resource_spans.scope_spans:
-                    found.extend((resource, span) for span in scope.spans)
-        return found
-
-
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    receiver = Collector()
-    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
-    thread.start()
-    yield receiver
-    receiver.server.shutdown()
-    receiver.server.server_close()
+    with collector_running() as receiver:
+        yield receiver
 
 
 def _python(script: str, **env: str) -> dict[str, Any]:
