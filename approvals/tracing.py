@@ -38,20 +38,23 @@ def approvals_wait_record(
     if not tracing_on():
         return
     waits = [_attributes(a, decision=decision, role=role) for a in approvals]
-    transaction.on_commit(lambda: [_emit(*wait) for wait in waits])
+    if waits:
+        transaction.on_commit(lambda: [_emit(*wait) for wait in waits])
 
 
 def _attributes(
     approval: Any, *, decision: str | None, role: str
 ) -> tuple[dt.datetime, dt.datetime, dict[str, Any]]:
-    stored = approval.decision if isinstance(approval.decision, dict) else {}
+    if decision is None:  # read only then: a caller may have loaded the row without it
+        stored = approval.decision if isinstance(approval.decision, dict) else {}
+        decision = stored.get("decision", "")
     attributes = {
         "approval.id": approval.pk,
         "run.id": str(approval.run_id),
         "tool": approval.tool,
         "approval.tier": approval.tier,
         "approval.status": str(approval.status),
-        "approval.decision": decision or str(stored.get("decision", "")),
+        "approval.decision": str(decision),
         "approver.role": role,
         "slo.exclude": True,
     }
