@@ -11,6 +11,7 @@ class ConsoleConfig(AppConfig):
 
         from console import checks  # noqa: F401 - registers the deploy checks
         from console.tokens import tokens_end_on_password_change
+        from console.tracing import tracing_setup
 
         # A signal, though the code avoids them: a password changes in the admin, on the password
         # page, by manage.py changepassword or by any set_password(); saving the user is the one
@@ -20,3 +21,5 @@ class ConsoleConfig(AppConfig):
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="console.tokens_end_on_password_change",
         )
+        # Before the WSGI handler loads the middleware, so the Django instrumentation's is in.
+        tracing_setup()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_choice, env_int, env_str
+from console.env import env_bool, env_choice, env_int, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
@@ -53,3 +53,17 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# --- Traces (console/tracing.py, docs/operations.md "Observability: traces") ---------------
+# Set: spans are exported over OTLP/HTTP to this base URL (the exporter adds /v1/traces; the
+# SDK reads the other standard OTEL_* variables itself). Unset: no provider, no exporter.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+if OTEL_EXPORTER_OTLP_ENDPOINT and not OTEL_EXPORTER_OTLP_ENDPOINT.startswith(
+    ("http://", "https://")
+):
+    raise ImproperlyConfigured(
+        "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, "
+        f"got {OTEL_EXPORTER_OTLP_ENDPOINT!r}"
+    )
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "").strip() or "approval-console"
+OTEL_SDK_DISABLED = env_bool("OTEL_SDK_DISABLED", False)

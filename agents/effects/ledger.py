@@ -37,6 +37,7 @@ from agents.effects.fence import fence, fence_check
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.effects.rows import effect_mark
 from agents.effects.timing import already_done, deferred_before, run_config_value, short_of_time
+from agents.effects.tracing import tool_call_done, tool_call_span
 from agents.models import Effect, Settlement
 from agents.tools import tool_get
 from audit.canonical import payload_hash
@@ -87,7 +88,14 @@ def effect_get(*, key: str) -> Effect | None:
 # --- internals ---------------------------------------------------------------------------------
 
 
-def _execute(
+def _execute(*, run_id: str, key: str, tool: str, compensates: Effect | None, **kw: Any) -> Any:
+    """One ledger call (``_call``) in its ``tool.call`` span (effects.tracing)."""
+    compensating = compensates is not None
+    with tool_call_span(tool=tool, key=key, run_id=run_id, compensating=compensating):
+        return _call(run_id=run_id, key=key, tool=tool, compensates=compensates, **kw)
+
+
+def _call(
     *,
     run_id: str,
     key: str,
@@ -142,11 +150,13 @@ def _execute(
         compensating=compensating,
     )
     if effect.status in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
+        tool_call_done("replayed")
         return effect.result
     if not fresh and effect.status in UNSETTLED:
         # An earlier attempt may have reached the downstream: ask it by key first.
         outcome = effect_reconcile(effect, spec)
         if outcome == "succeeded":
+            tool_call_done("reconciled")
             return effect.result
         if outcome != "not_done" and not spec.takes_key:
             # Calling again could do it twice, and the downstream cannot dedupe: a person says.
@@ -358,6 +368,7 @@ def _finish(
 ) -> bool:
     """Move a claimed effect to its outcome and audit it, once (a conditional update).
     Returns whether this call moved it."""
+    tool_call_done("error" if status == Effect.Status.FAILED else str(status), attempts=attempts)
     with transaction.atomic(durable=True):
         updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
             status=status, attempts=F("attempts") + attempts, updated_at=timezone.now(), **fields

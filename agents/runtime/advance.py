@@ -38,6 +38,14 @@ from agents.runtime.lease import (
     lease_release,
 )
 from agents.runtime.registry import UnknownAgent, agent_get, agent_is_registered
+from agents.runtime.spans import (
+    TRACE_KEY,
+    segment_link,
+    segment_outcome,
+    segment_resumed,
+    segment_span,
+    segment_traceparent,
+)
 from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
 from approvals import policy
 from approvals import services as approval_services
@@ -56,19 +64,22 @@ def run_advance(*, run_id: Any) -> str:
     if run is None:
         return "skipped: leased elsewhere or unknown"
     outcome = ""
-    try:
-        # Every transition below requires that this worker still holds the lease (invariant
-        # 14), the failure and flag paths included.
-        # The policy is read once per advance: the gate asks before and after its pause, the
-        # ledger at execution, the approval requests for their tier and version.
-        with run_transitions_fenced(lease_owner=owner), policy.policy_read_once():
-            outcome = _advance_leased(run, owner=owner, taken_at=taken_at)
+    with segment_span(run) as span:
+        try:
+            # Every transition below requires that this worker still holds the lease
+            # (invariant 14), the failure and flag paths included.
+            # The policy is read once per advance: the gate asks before and after its pause,
+            # the ledger at execution, the approval requests for their tier and version.
+            with run_transitions_fenced(lease_owner=owner), policy.policy_read_once():
+                outcome = _advance_leased(run, owner=owner, taken_at=taken_at)
+                return outcome
+        except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
+            outcome = "stopped: lease lost"
             return outcome
-    except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
-        return "stopped: lease lost"
-    finally:
-        if outcome != "completed":  # run_mark_completed gave the lease back with the status
-            lease_release(run_id=run.pk, owner=owner)
+        finally:
+            segment_outcome(span, outcome or "aborted")
+            if outcome != "completed":  # run_mark_completed gave the lease back with the status
+                lease_release(run_id=run.pk, owner=owner)
 
 
 def _advance_leased(run: AgentRun, *, owner: str, taken_at: float) -> str:
@@ -138,6 +149,7 @@ def _advance(run: AgentRun, beat: Heartbeat) -> str:
         approval_services.run_flag(run=run, reason=str(exc))
         return "flagged: unknown agent"
     head = checkpointer_get().get_tuple(thread_config(run))
+    segment_link(head.metadata if head is not None else None)
     if head is not None and (head.metadata or {}).get(EPOCH, 0) >= beat.epoch:
         # The thread holds checkpoints of a later epoch than the run row knows (a restored
         # database): this lease must outrank them, or its writes would not become the head.
@@ -237,6 +249,10 @@ def _approval_items(interrupts: Any) -> list[dict[str, Any]]:
 
 def _drive(run: AgentRun, graph: Any, graph_input: Any, version: str, beat: Heartbeat) -> str:
     config = thread_config(run, version=version)
+    segment_resumed(run, version=version)
+    traceparent = segment_traceparent()
+    if traceparent:  # the next segment links to this one (runtime.spans)
+        config["metadata"][TRACE_KEY] = traceparent
     # The ledger refuses to call downstream unless this worker still holds the lease, and no
     # tool call waits past the advance's deadline (well below the task timeout).
     deadline = time.time() + settings.RUN_ADVANCE_DEADLINE_SECONDS

@@ -207,7 +207,12 @@ def thread_config(run: AgentRun, *, version: str | None = None) -> dict[str, Any
     """The LangGraph config of the run's thread; with ``version``, the one a step writes under."""
     config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id}}
     if version is not None:
-        config["metadata"] = {"graph_version": version, "run_id": str(run.id)}
+        # Also LangChain's run metadata: callbacks (LangSmith) group traces by thread and run.
+        config["metadata"] = {
+            "graph_version": version,
+            "run_id": str(run.id),
+            "thread_id": run.thread_id,
+        }
         config["recursion_limit"] = settings.RUN_MAX_STEPS + 5
     return config
 

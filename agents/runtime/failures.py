@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.effects.errors import ToolError, call_may_have_acted, call_transient_errors
 from agents.runtime.budget import BudgetExceeded
 from agents.runtime.checkpoint import CheckpointerNotReady
+from agents.runtime.spans import dead_letter_event
 from approvals import services as approval_services
 from approvals.models import AgentRun
 from audit.services import event_record
@@ -139,6 +140,8 @@ def _escalate(
                 **({"traceback": detail} if detail else {}),
             },
         )
+    if dead:  # on the advance's segment span (runtime.spans)
+        dead_letter_event(run, error=error, failures=failures, retryable=retryable)
 
 
 def recovery_record(run: AgentRun) -> str | None:

@@ -25,6 +25,7 @@ from approvals.services.errors import (
 )
 from approvals.services.rounds import round_start, tier_raise
 from approvals.services.runs import run_advance_enqueue
+from approvals.tracing import approval_wait_record
 from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
 from core.json_limits import json_problem
@@ -338,6 +339,7 @@ def _approval_finalise(
         value=value,
         now=now,
     )
+    role = _role(user)
     event_record(
         action="approval.decided",
         actor=user,
@@ -346,7 +348,7 @@ def _approval_finalise(
         tool=approval.tool,
         data={
             "decision": decision,
-            "role": _role(user),
+            "role": role,
             "shown": {"payload": approval.payload, "payload_hash": approval.payload_hash},
             "proposed_args": proposed,
             "final_args": final_args,
@@ -364,6 +366,7 @@ def _approval_finalise(
         tier=tier,
         detail=f"{label} chose {decision}.",
     )
+    approval_wait_record(approval=approval, decision=decision, role=role)
     run_advance_enqueue(run_id=approval.run_id)
 
 

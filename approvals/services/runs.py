@@ -19,6 +19,7 @@ from django_q.tasks import async_task
 from approvals import contract
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.rollups import approvals_rollup_add
+from approvals.tracing import approvals_wait_record
 from audit.services import event_record
 
 
@@ -269,7 +270,7 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
         locked.save()
         pending = list(
             locked.approvals.filter(status=ApprovalRequest.Status.PENDING).only(
-                "id", "args", "tier", "policy_version"
+                "id", "run_id", "tool", "args", "tier", "policy_version", "created_at"
             )
         )
         now = timezone.now()
@@ -290,6 +291,10 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
                 decided_by_label=contract.CANCEL_ACTOR,
                 decision=value,
             )
+            approval.status, approval.decided_at = ApprovalRequest.Status.EXPIRED, now
+        approvals_wait_record(
+            approvals=pending, decision=ApprovalRequest.Decision.REJECT, role=contract.CANCEL_ACTOR
+        )
         if pending:  # the metrics count them as expired, in this transaction
             closed = locked.approvals.filter(pk__in=[approval.pk for approval in pending])
             approvals_rollup_add(approvals=closed, agent=locked.agent)

@@ -33,6 +33,7 @@ from approvals.notifications_batch import Recipients, notifications_create_many
 from approvals.rollups import approvals_rollup_add
 from approvals.services.runs import run_advance_enqueue
 from approvals.services.wake import tasks_enqueue_many
+from approvals.tracing import approvals_wait_record
 from audit.batch import events_record
 
 # Rows claimed per transaction (SWEEP_BATCH's default: one transaction per step). A chunk holds
@@ -268,6 +269,7 @@ def _expire(
         detail = f"Nobody decided in time; {TIMEOUT_ACTOR} applied {default}."
         notes.append((locked, Notification.Event.EXPIRY, tier, detail))
     _close_many(rows, now=now)
+    approvals_wait_record(approvals=rows, role=TIMEOUT_ACTOR)
     approvals_rollup_add(approvals=rows)  # the metrics count them in the same transaction
     notifications_create_many(notes, recipients=seen.recipients)
     run_ids = list(dict.fromkeys(row.run_id for row in rows))
