@@ -14,10 +14,10 @@ Two things LangGraph's savers store outside the serde, closed here (``runtime.fe
 - **Metadata**, JSON on both databases: LangGraph copies ``config["metadata"]`` and every
   primitive ``configurable`` value into it. Only the keys in ``PLAIN_METADATA`` stay readable
   (the loop's own bookkeeping, our graph version, run id and lease epoch, which SQL reads); the
-  rest is sealed into one ``"sealed"`` key and opened on read.
+  rest is sealed into one ``"__sealed__"`` key and opened on read.
 
 Rows written before (plaintext) stay readable: a type without ``+`` is not decrypted, inline
-values are merged as PostgresSaver merges them, metadata without ``"sealed"`` is used as it is.
+values are merged as PostgresSaver merges them, metadata without ``"__sealed__"`` is used as it is.
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ CIPHER = "aesgcm"
 # same ring does not open as a checkpoint (nor a checkpoint value as metadata).
 VALUE_AAD = b"langgraph-checkpoint-value"
 METADATA_AAD = b"langgraph-checkpoint-metadata"
-SEALED = "sealed"
+# The key the sealed metadata is stored under. LangGraph never copies a config key starting
+# with "__" into the metadata, so no agent's own key (``sealed``, say) can be taken for it,
+# whether in a row written before encryption or opened from the sealed part.
+SEALED = "__sealed__"
 # Metadata keys that stay plaintext: LangGraph's loop (source, step, parents, delta counters
 # that its prune reads in SQL), and ours (the version a thread resumes under, the run, the lease
 # epoch the fence reads in SQL). None of them holds state.
