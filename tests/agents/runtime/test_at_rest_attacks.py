@@ -3,12 +3,16 @@ each kept as a test (the others are listed in docs/operations.md, "Encryption at
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+import uuid
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from django.contrib.messages import get_messages
 from django.test import override_settings
 from django.urls import reverse
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command, Send, interrupt
 
 from agents import selectors
 from agents.runtime import advance
@@ -112,3 +116,83 @@ def test_the_state_at_a_step_whose_key_id_names_another_key_is_not_a_server_erro
         response = tina.get(reverse("agents:run-step", args=[run.pk, checkpoint_id]))
     assert response.status_code == 302
     assert any("same key" in m for m in _messages(response))
+
+
+# --- every other path a value takes into the tables (these attacks failed: kept as a guard) ----
+
+SUBGRAPH = "s3cret-in-a-subgraph-8e21"
+SENT = "s3cret-send-argument-2c7d"
+ASKED = ("s3cret-first-of-two-interrupts-61aa", "s3cret-second-of-two-interrupts-f09b")
+ANSWERED = ("s3cret-first-answer-3d42", "s3cret-second-answer-9b5e")
+UPDATED = "s3cret-update-state-value-77c3"
+FILTERED = "s3cret-filtered-metadata-0e9d"
+
+
+class _Inner(TypedDict, total=False):
+    inner: dict
+
+
+class _Outer(TypedDict, total=False):
+    inner: dict
+    items: Annotated[list, operator.add]
+    first: str
+    second: str
+
+
+def _paths_graph(saver: Any) -> Any:
+    sub = StateGraph(_Inner)
+    sub.add_node("deep", lambda s: {"inner": {"token": SUBGRAPH}})
+    sub.add_edge(START, "deep")
+    outer = StateGraph(_Outer)
+    outer.add_node("sub", sub.compile())
+    outer.add_node("work", lambda arg: {"items": [arg["payload"]]})
+    outer.add_node("first", lambda s: {"first": interrupt({"q": ASKED[0]})})
+    outer.add_node("second", lambda s: {"second": interrupt({"q": ASKED[1]})})
+    outer.add_edge(START, "sub")
+    outer.add_conditional_edges("sub", lambda s: [Send("work", {"payload": SENT})])
+    outer.add_edge("work", "first")
+    outer.add_edge("work", "second")
+    return outer.compile(checkpointer=saver)
+
+
+def _secrets_in(raw: bytes) -> list[str]:
+    wanted = [SUBGRAPH, SENT, *ASKED, *ANSWERED, UPDATED, FILTERED]
+    return [s for s in wanted if s.encode() in raw or s.encode().hex().encode() in raw.lower()]
+
+
+@pytest.mark.parametrize("saver_kind", ["ours", "stock"])
+@override_settings(ENCRYPTION_KEYS=K1)
+def test_subgraphs_sends_several_interrupts_and_update_state_store_nothing_in_plaintext(
+    storage, saver_kind
+):
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}, "metadata": {"tag": FILTERED}}
+    thread = config["configurable"]["thread_id"]
+    with storage.ours() if saver_kind == "ours" else storage.stock() as saver:
+        graph = _paths_graph(saver)
+        graph.invoke({}, config, durability="sync")
+        paused = graph.get_state(config)
+        assert sorted(i.value["q"] for i in paused.interrupts) == sorted(ASKED)
+        by_question = {i.value["q"]: i.id for i in paused.interrupts}
+        graph.invoke(
+            Command(resume={by_question[q]: a for q, a in zip(ASKED, ANSWERED, strict=True)}),
+            config,
+            durability="sync",
+        )
+        graph.update_state(config, {"first": UPDATED}, as_node="first")
+        values = graph.get_state(config).values
+        assert values["inner"] == {"token": SUBGRAPH} and values["items"] == [SENT]
+        assert (values["first"], values["second"]) == (UPDATED, ANSWERED[1])
+        # A filter on a sealed metadata key, with and without a LangGraph key beside it.
+        assert len(list(saver.list(config, filter={"tag": FILTERED}))) >= 3
+        updates = list(saver.list(config, filter={"tag": FILTERED, "source": "update"}, limit=1))
+        assert [t.metadata["source"] for t in updates] == ["update"]
+        assert list(saver.list(config, filter={"tag": "another"})) == []
+        raw = storage.raw(thread)
+        if saver_kind == "stock":  # the control: the search finds each one
+            assert sorted(_secrets_in(raw)) == sorted(
+                [SUBGRAPH, SENT, *ASKED, *ANSWERED, UPDATED, FILTERED]
+            )
+            return
+        assert _secrets_in(raw) == []
+        saver.delete_thread(thread)
+        assert saver.get_tuple(config) is None
