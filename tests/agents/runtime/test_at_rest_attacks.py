@@ -196,3 +196,58 @@ def test_subgraphs_sends_several_interrupts_and_update_state_store_nothing_in_pl
         assert _secrets_in(raw) == []
         saver.delete_thread(thread)
         assert saver.get_tuple(config) is None
+
+
+# --- the cost of a step: what it seals ----------------------------------------------------------
+
+
+class _Wide(TypedDict, total=False):
+    """Many primitive channels; each step changes one."""
+
+    f0: str
+    f1: str
+    f2: str
+    f3: str
+    f4: str
+    f5: str
+    f6: str
+    f7: str
+
+
+def _wide_graph(saver: Any) -> Any:
+    builder = StateGraph(_Wide)
+    previous = START
+    for step in range(3):
+        builder.add_node(f"n{step}", lambda s, step=step: {f"f{step}": f"changed at {step}"})
+        builder.add_edge(previous, f"n{step}")
+        previous = f"n{step}"
+    return builder.compile(checkpointer=saver)
+
+
+@override_settings(ENCRYPTION_KEYS=K1)
+def test_a_step_seals_the_channels_it_changed_not_every_unchanged_primitive(storage):
+    """PostgresSaver kept unchanged primitives inline, so ours writes a blob for them; once a
+    thread's checkpoints are all ours, re-sealing them each step is pure cost (measured: about
+    30 us per primitive channel per step, 3 to 8 ms a step with 100 channels)."""
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    with storage.ours() as saver:
+        if not hasattr(saver, "_dump_blobs"):
+            pytest.skip("SQLite seals the whole checkpoint, once per step, by design")
+        sealed: list[list[str]] = []
+        dump = saver._dump_blobs
+
+        def counted(thread_id, ns, values, versions):
+            sealed.append(sorted(versions))
+            return dump(thread_id, ns, values, versions)
+
+        saver._dump_blobs = counted
+        graph = _wide_graph(saver)
+        graph.invoke({f"f{i}": f"initial {i}" for i in range(8)}, config, durability="sync")
+        assert graph.get_state(config).values == {
+            **{f"f{i}": f"initial {i}" for i in range(8)},
+            **{f"f{i}": f"changed at {i}" for i in range(3)},
+        }
+    # The steps after the input: each seals the channel its node changed (and its trigger).
+    for step, channels in enumerate(sealed[2:]):
+        assert f"f{step}" in channels
+        assert [c for c in channels if c.startswith("f")] == [f"f{step}"], sealed
