@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -204,8 +206,28 @@ def _inlined_by_stock(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
+# Checkpoints this process wrote with every channel value in a blob, by (thread, ns, id): a
+# child of one needs no blob for its unchanged values. Bounded; forgetting one costs a re-seal.
+_COMPLETE_MAX = 10_000
+
+
 class SealedPostgres(SealedAtRest):
     """PostgresSaver storing no channel value inline and sealing its metadata."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._complete: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._complete_lock = threading.Lock()
+
+    def _parent_complete(self, key: tuple[str, str, str]) -> bool:
+        with self._complete_lock:
+            return key in self._complete
+
+    def _mark_complete(self, key: tuple[str, str, str]) -> None:
+        with self._complete_lock:
+            self._complete[key] = None
+            if len(self._complete) > _COMPLETE_MAX:
+                self._complete.popitem(last=False)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         """PostgresSaver.put, less its inline values: every channel value goes to
@@ -217,11 +239,14 @@ class SealedPostgres(SealedAtRest):
         inline = {k: True for k, v in values.items() if isinstance(v, _DeltaSnapshot)}
         versions = {k: v for k, v in new_versions.items() if k in values}
         current = checkpoint["channel_versions"]
-        for k, v in values.items():
-            if k not in versions and _inlined_by_stock(v) and k in current:
-                # PostgresSaver kept this unchanged value inline, so a thread it wrote has no
-                # blob at this version: write one (a no-op where it exists).
-                versions[k] = current[k]
+        parent = conf.get("checkpoint_id")
+        if not (parent and self._parent_complete((thread_id, ns, parent))):
+            # The parent may be PostgresSaver's, which kept unchanged primitive values inline,
+            # so it may have no blob at this version: write one (a no-op where it exists).
+            # A parent this process wrote has them all (unchanged since, or written by it).
+            for k, v in values.items():
+                if k not in versions and _inlined_by_stock(v) and k in current:
+                    versions[k] = current[k]
         with self._cursor(pipeline=True) as cur:  # type: ignore[attr-defined]
             if versions:
                 cur.executemany(
@@ -239,6 +264,7 @@ class SealedPostgres(SealedAtRest):
                     Jsonb(metadata_seal(config, metadata)),
                 ),
             )
+        self._mark_complete((thread_id, ns, checkpoint["id"]))
         return {
             "configurable": {
                 "thread_id": thread_id,
