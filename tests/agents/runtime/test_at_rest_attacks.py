@@ -16,6 +16,7 @@ from langgraph.types import Command, Send, interrupt
 
 from agents import selectors
 from agents.runtime import advance
+from agents.runtime.at_rest import SEALED, CheckpointUnreadable, KeyRingCipher, metadata_open
 from agents.services import run_start
 from approvals.models import AgentRun
 from audit.models import AuditEvent
@@ -251,3 +252,24 @@ def test_a_step_seals_the_channels_it_changed_not_every_unchanged_primitive(stor
     for step, channels in enumerate(sealed[2:]):
         assert f"f{step}" in channels
         assert [c for c in channels if c.startswith("f")] == [f"f{step}"], sealed
+
+
+# --- altered bytes: always CheckpointUnreadable (which the pages explain), never another error --
+
+
+@override_settings(ENCRYPTION_KEYS=K1)
+@pytest.mark.parametrize(
+    "sealed",
+    [b"\x01\x02\xff\xfe" + bytes(40), b"\x01", b""],
+    ids=["key id not utf-8", "cut short", "empty"],
+)
+def test_an_altered_sealed_value_is_unreadable_not_a_decoding_error(sealed):
+    with pytest.raises(CheckpointUnreadable):
+        KeyRingCipher().decrypt("aesgcm.k1", sealed)
+
+
+@override_settings(ENCRYPTION_KEYS=K1)
+@pytest.mark.parametrize("stored", ["k1:not base64!", "k1:", "k1:AAAA", 'k1:{"a": 1}'])
+def test_altered_sealed_metadata_is_unreadable_not_a_decoding_error(stored):
+    with pytest.raises(CheckpointUnreadable):
+        metadata_open({"step": 1, SEALED: stored})
