@@ -84,7 +84,7 @@ def _open(sealed: bytes, *, aad: bytes) -> bytes:
             f"holds: put key {kid!r} back into {VARIABLE} (after the current key); "
             "docs/operations.md, 'Encryption at rest'"
         ) from None
-    except SealedValueError as exc:
+    except ValueError as exc:  # SealedValueError, or a key id that is not even text
         raise CheckpointUnreadable(
             f"a checkpoint value does not open ({exc}); check that each id in {VARIABLE} "
             "still names the same key"
@@ -132,7 +132,10 @@ def metadata_open(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     out = dict(metadata or {})
     sealed = out.pop(SEALED, None)
     if isinstance(sealed, str):
-        raw = base64.b64decode(sealed.partition(":")[2])
+        try:
+            raw = base64.b64decode(sealed.partition(":")[2], validate=True)
+        except ValueError:  # binascii.Error
+            raise CheckpointUnreadable("the sealed checkpoint metadata is not base64") from None
         out.update(json.loads(_open(raw, aad=METADATA_AAD)))
     return out
 
