@@ -1,5 +1,6 @@
-"""Hostile review of encryption at rest (agents/runtime/at_rest.py): the attacks that worked,
-each kept as a test (the others are listed in docs/operations.md, "Encryption at rest")."""
+"""Hostile review of encryption at rest (agents/runtime/at_rest.py): each attack that worked
+kept as a test (its fix beside it in the history), and a guard for the paths that held
+(subgraphs, Send, several interrupts, update_state, filtered list, delete_thread)."""
 
 from __future__ import annotations
 
