@@ -24,6 +24,7 @@ from agents.models import (
     SandboxTicket,
     Settlement,
 )
+from agents.runtime.at_rest import CheckpointKeyMissing, CheckpointUnreadable
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
 from approvals.permissions import user_may_cancel
@@ -170,6 +171,18 @@ def run_cancel_view(request: HttpRequest, pk: Any) -> HttpResponse:
     return redirect("agents:run", pk=run.pk)
 
 
+# Checked before LookupError: a missing key is a KeyMissingError (a LookupError), and must not
+# read as "no such step"; a key id naming another key must not be a server error.
+SEALED_UNREADABLE = (CheckpointKeyMissing, CheckpointUnreadable)
+
+
+def _sealed_unreadable(request: HttpRequest, run: AgentRun, exc: Exception) -> HttpResponse:
+    """Back to the run page, saying why its state cannot be read (the operator's runbook)."""
+    log.warning("state of run %s cannot be read: %s", run.pk, exc)
+    messages.error(request, f"The state of this run cannot be read: {exc}")
+    return redirect("agents:run", pk=run.pk)
+
+
 @require_GET
 @login_required
 def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
@@ -183,6 +196,8 @@ def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
         # Gone on purpose, not a wrong address: say so (410) instead of a bare 404.
         context = {"run": run, "checkpoint_id": checkpoint_id, "notice": str(pruned)}
         return render(request, "agents/run_step_pruned.html", context, status=410)
+    except SEALED_UNREADABLE as exc:
+        return _sealed_unreadable(request, run, exc)
     except LookupError:
         raise Http404("No such step in this run.") from None
     services.run_state_view_audit(
@@ -203,6 +218,8 @@ def run_fork_view(request: HttpRequest, pk: Any) -> HttpResponse:
         child = services.run_fork(
             run=run, checkpoint_id=checkpoint_id, user=request.user, request=request
         )
+    except SEALED_UNREADABLE as exc:
+        return _sealed_unreadable(request, run, exc)
     except LookupError:
         raise Http404("No such step in this run.") from None
     except services.ForkRefused as refused:

@@ -14,16 +14,18 @@ Two things LangGraph's savers store outside the serde, closed here (``runtime.fe
 - **Metadata**, JSON on both databases: LangGraph copies ``config["metadata"]`` and every
   primitive ``configurable`` value into it. Only the keys in ``PLAIN_METADATA`` stay readable
   (the loop's own bookkeeping, our graph version, run id and lease epoch, which SQL reads); the
-  rest is sealed into one ``"sealed"`` key and opened on read.
+  rest is sealed into one ``"__sealed__"`` key and opened on read.
 
 Rows written before (plaintext) stay readable: a type without ``+`` is not decrypted, inline
-values are merged as PostgresSaver merges them, metadata without ``"sealed"`` is used as it is.
+values are merged as PostgresSaver merges them, metadata without ``"__sealed__"`` is used as it is.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -40,7 +42,10 @@ CIPHER = "aesgcm"
 # same ring does not open as a checkpoint (nor a checkpoint value as metadata).
 VALUE_AAD = b"langgraph-checkpoint-value"
 METADATA_AAD = b"langgraph-checkpoint-metadata"
-SEALED = "sealed"
+# The key the sealed metadata is stored under. LangGraph never copies a config key starting
+# with "__" into the metadata, so no agent's own key (``sealed``, say) can be taken for it,
+# whether in a row written before encryption or opened from the sealed part.
+SEALED = "__sealed__"
 # Metadata keys that stay plaintext: LangGraph's loop (source, step, parents, delta counters
 # that its prune reads in SQL), and ours (the version a thread resumes under, the run, the lease
 # epoch the fence reads in SQL). None of them holds state.
@@ -79,7 +84,7 @@ def _open(sealed: bytes, *, aad: bytes) -> bytes:
             f"holds: put key {kid!r} back into {VARIABLE} (after the current key); "
             "docs/operations.md, 'Encryption at rest'"
         ) from None
-    except SealedValueError as exc:
+    except ValueError as exc:  # SealedValueError, or a key id that is not even text
         raise CheckpointUnreadable(
             f"a checkpoint value does not open ({exc}); check that each id in {VARIABLE} "
             "still names the same key"
@@ -127,7 +132,10 @@ def metadata_open(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     out = dict(metadata or {})
     sealed = out.pop(SEALED, None)
     if isinstance(sealed, str):
-        raw = base64.b64decode(sealed.partition(":")[2])
+        try:
+            raw = base64.b64decode(sealed.partition(":")[2], validate=True)
+        except ValueError:  # binascii.Error
+            raise CheckpointUnreadable("the sealed checkpoint metadata is not base64") from None
         out.update(json.loads(_open(raw, aad=METADATA_AAD)))
     return out
 
@@ -201,8 +209,28 @@ def _inlined_by_stock(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
+# Checkpoints this process wrote with every channel value in a blob, by (thread, ns, id): a
+# child of one needs no blob for its unchanged values. Bounded; forgetting one costs a re-seal.
+_COMPLETE_MAX = 10_000
+
+
 class SealedPostgres(SealedAtRest):
     """PostgresSaver storing no channel value inline and sealing its metadata."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._complete: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._complete_lock = threading.Lock()
+
+    def _parent_complete(self, key: tuple[str, str, str]) -> bool:
+        with self._complete_lock:
+            return key in self._complete
+
+    def _mark_complete(self, key: tuple[str, str, str]) -> None:
+        with self._complete_lock:
+            self._complete[key] = None
+            if len(self._complete) > _COMPLETE_MAX:
+                self._complete.popitem(last=False)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         """PostgresSaver.put, less its inline values: every channel value goes to
@@ -214,11 +242,14 @@ class SealedPostgres(SealedAtRest):
         inline = {k: True for k, v in values.items() if isinstance(v, _DeltaSnapshot)}
         versions = {k: v for k, v in new_versions.items() if k in values}
         current = checkpoint["channel_versions"]
-        for k, v in values.items():
-            if k not in versions and _inlined_by_stock(v) and k in current:
-                # PostgresSaver kept this unchanged value inline, so a thread it wrote has no
-                # blob at this version: write one (a no-op where it exists).
-                versions[k] = current[k]
+        parent = conf.get("checkpoint_id")
+        if not (parent and self._parent_complete((thread_id, ns, parent))):
+            # The parent may be PostgresSaver's, which kept unchanged primitive values inline,
+            # so it may have no blob at this version: write one (a no-op where it exists).
+            # A parent this process wrote has them all (unchanged since, or written by it).
+            for k, v in values.items():
+                if k not in versions and _inlined_by_stock(v) and k in current:
+                    versions[k] = current[k]
         with self._cursor(pipeline=True) as cur:  # type: ignore[attr-defined]
             if versions:
                 cur.executemany(
@@ -236,6 +267,7 @@ class SealedPostgres(SealedAtRest):
                     Jsonb(metadata_seal(config, metadata)),
                 ),
             )
+        self._mark_complete((thread_id, ns, checkpoint["id"]))
         return {
             "configurable": {
                 "thread_id": thread_id,

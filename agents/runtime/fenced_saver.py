@@ -54,11 +54,14 @@ class _LeaseFence:
         conf = config["configurable"]
         if conf.get("checkpoint_id"):
             return super().get_tuple(config)  # type: ignore[misc]
-        head = self._head_id(str(conf["thread_id"]), conf.get("checkpoint_ns", ""))
+        ns = conf.get("checkpoint_ns", "")
+        head = self._head_id(str(conf["thread_id"]), ns)
         if head is None:
             return None
+        # With the id given, SqliteSaver returns the config it was given as the tuple's own:
+        # it must be complete, or update_state's writes on it miss the namespace (KeyError).
         return super().get_tuple(  # type: ignore[misc]
-            {**config, "configurable": {**conf, "checkpoint_id": head}}
+            {**config, "configurable": {**conf, "checkpoint_ns": ns, "checkpoint_id": head}}
         )
 
     def list(
