@@ -15,6 +15,7 @@ from approvals.notification_models import (  # noqa: F401
     WebhookEndpoint,
     webhook_secret_new,
 )
+from approvals.stuck_models import StuckItem  # noqa: F401
 
 
 class AgentRun(models.Model):
@@ -185,6 +186,12 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["created_at"], name="approval_created"),
             models.Index(fields=["decided_at"], name="approval_decided"),
             models.Index(fields=["status", "created_at"], name="approval_status_created"),
+            # The oldest pending approval of a tier: one index read (/metrics, stuck queues).
+            models.Index(
+                fields=["tier", "created_at"],
+                name="approval_pending_tier_age",
+                condition=models.Q(status="pending"),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -305,6 +312,10 @@ class RiskTier(models.Model):
     )
     email_notifications = models.BooleanField(
         default=True, help_text="Email approvers and requesters about this tier's approvals."
+    )
+    stuck_after_seconds = models.PositiveIntegerField(
+        default=4 * 3600,
+        help_text="Escalate once when this tier's oldest pending approval is older (0: never).",
     )
     webhook_endpoint = models.ForeignKey(
         "approvals.WebhookEndpoint",

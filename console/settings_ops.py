@@ -6,7 +6,12 @@ value is read from the environment with the strict helpers of console/env.py.
 
 from __future__ import annotations
 
-from console.env import env_str
+import ipaddress
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_choice, env_int, env_list, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
@@ -19,11 +24,56 @@ keyring_parse(ENCRYPTION_KEYS, secret_key="")  # checks the text; the ring is ma
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
 
+# LOG_FORMAT=json: one JSON object a line (python-json-logger), with the run and thread ids of
+# the advance that wrote it (core/logcontext.py); plain: human-readable lines.
+LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"run_context": {"()": "core.logcontext.RunContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s %(thread_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["run_context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# --- Prometheus /metrics, /healthz, /readyz (console/prometheus.py, console/health.py) ----------
+# A bearer token that opens /metrics from anywhere ("Authorization: Bearer <token>"); without
+# it, only clients in METRICS_ALLOWED_NETWORKS (the connection's address) are answered.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
+
+def _networks(name: str, default: list[str]) -> tuple[ipaddress._BaseNetwork, ...]:
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in env_list(name, default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must list networks like 10.0.0.0/8: {exc}") from exc
+
+
+METRICS_ALLOWED_NETWORKS = _networks("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
+# Probes speak plain http inside the network: never redirected to https.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# prometheus_client reads PROMETHEUS_MULTIPROC_DIR itself, at import; `manage.py serve` sets it
+# (under CONSOLE_VAR_DIR) for its children. Made here so a process never fails writing there.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR:
+    os.makedirs(PROMETHEUS_MULTIPROC_DIR, exist_ok=True)
+# /readyz fails when no worker ran the every-minute heartbeat task for this long.
+WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 180, minimum=61)
+# A run still "running" this long after its lease's expiry (nobody took it over: recovery
+# re-enqueues lapsed leases every minute) or a waiting run with no pending approval this long
+# is stuck: escalated once (approvals/services/stuck.py).
+STUCK_RUN_GRACE_SECONDS = env_int("STUCK_RUN_GRACE_SECONDS", 300, minimum=60)
