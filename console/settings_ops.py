@@ -35,7 +35,7 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
-            "format": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s %(thread_id)s",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s %(thread_id)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
     },
