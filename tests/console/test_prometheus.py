@@ -17,7 +17,6 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.runtime import advance
 from agents.services import run_start
-from approvals.models import AgentRun
 from approvals.services import approval_decide, policy_seed_demo
 from core.prometheus import exposition
 from tests.support.factories import RunFactory
