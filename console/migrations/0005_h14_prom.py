@@ -2,19 +2,21 @@
 
 from django.db import migrations, models
 
-SCHEDULE = ("Worker heartbeat (readiness)", "console.tasks.worker_heartbeat")
+# SCHEDULES + install(): the shape tests/support/fixtures.py re-installs after a test flush.
+SCHEDULES = [("Worker heartbeat (readiness)", "console.tasks.worker_heartbeat")]
 
 
 def install(apps, schema_editor):
     Schedule = apps.get_model("django_q", "Schedule")
-    name, func = SCHEDULE
-    Schedule.objects.update_or_create(
-        name=name, defaults={"func": func, "schedule_type": "I", "minutes": 1, "repeats": -1}
-    )
+    for name, func in SCHEDULES:
+        Schedule.objects.update_or_create(
+            name=name, defaults={"func": func, "schedule_type": "I", "minutes": 1, "repeats": -1}
+        )
 
 
 def remove(apps, schema_editor):
-    apps.get_model("django_q", "Schedule").objects.filter(name=SCHEDULE[0]).delete()
+    Schedule = apps.get_model("django_q", "Schedule")
+    Schedule.objects.filter(name__in=[name for name, _ in SCHEDULES]).delete()
 
 
 class Migration(migrations.Migration):
