@@ -52,11 +52,14 @@ LOGGING = {
 
 # --- Prometheus /metrics, /healthz, /readyz (console/prometheus.py, console/health.py) ----------
 # A bearer token that opens /metrics from anywhere ("Authorization: Bearer <token>"); without
-# it, only clients in METRICS_ALLOWED_NETWORKS (the connection's address) are answered.
+# it, only clients in METRICS_ALLOWED_NETWORKS are answered (their address as the API limits
+# see it: TRUSTED_PROXY_COUNT).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 
-def _networks(name: str, default: list[str]) -> tuple[ipaddress._BaseNetwork, ...]:
+def _networks(
+    name: str, default: list[str]
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     try:
         return tuple(ipaddress.ip_network(item, strict=False) for item in env_list(name, default))
     except ValueError as exc:
