@@ -1,10 +1,11 @@
-"""Reads of a run's thread: its checkpoint history and the state at one step, and whether
-retention pruned it (agents/runtime/retention.py)."""
+"""Reads of a run's thread (its checkpoint history, the state at one step, whether retention
+pruned it: agents/runtime/retention.py) and of the ledger."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agents.models import Effect
 from agents.retention_models import PrunedRun
 from agents.runtime.checkpoint import jsonable, thread_config
 from agents.runtime.versions import graph_of_run
@@ -93,3 +94,9 @@ def run_interrupts_without_approval(*, run: AgentRun) -> list[str]:
     seen = {iid for step in run_history(run=run) for iid in step["interrupt_ids"]}
     known = set(run.approvals.values_list("interrupt_id", flat=True))
     return sorted(seen - known)
+
+
+def effects_in_doubt_count() -> int:
+    """Effects nobody knows happened (invariant 13): settled by reconciliation or a person.
+    Read through the partial index effect_unsettled_due (claimed or in doubt)."""
+    return Effect.objects.filter(status=Effect.Status.IN_DOUBT).count()

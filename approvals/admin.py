@@ -11,6 +11,7 @@ from approvals.models import (
     Notification,
     PolicyVersion,
     RiskTier,
+    StuckItem,
     ToolPolicy,
     ToolPolicyRule,
     WebhookEndpoint,
@@ -132,6 +133,7 @@ class RiskTierAdmin(PolicyAdminMixin, admin.ModelAdmin):
                     "escalate_after_seconds",
                     "escalation_group",
                     "expiry_decision",
+                    "stuck_after_seconds",
                 )
             },
         ),
@@ -272,3 +274,22 @@ class NotificationAdmin(admin.ModelAdmin):
         for pk in queryset.values_list("pk", flat=True):
             notification_retry(notification_id=pk)
         self.message_user(request, "Queued for another delivery.")
+
+
+@admin.register(StuckItem)
+class StuckItemAdmin(admin.ModelAdmin):
+    """Raised and cleared by the sweep only (approvals/services/stuck.py): read-only here."""
+
+    list_display = ("kind", "key", "raised_at", "cleared_at", "detail")
+    list_filter = ("kind", ("cleared_at", admin.EmptyFieldListFilter))
+    search_fields = ("key", "detail")
+    readonly_fields = [f.name for f in StuckItem._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

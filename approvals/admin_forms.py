@@ -95,17 +95,26 @@ class RiskTierAdminForm(forms.ModelForm):
             "escalate_after_seconds",
             "escalation_group",
             "expiry_decision",
+            "stuck_after_seconds",
             "email_notifications",
             "webhook_endpoint",
         )
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # Left out of a post (an older form), the stored value or the model's default stays.
+        self.fields["stuck_after_seconds"].required = False
         stored = self.instance.allowed_decisions if self.instance.pk else []
         # An empty list has always meant "every decision": show it as every box ticked.
         self.initial["allowed_decisions"] = [d for d in ALL_DECISIONS if d in stored] or list(
             ALL_DECISIONS
         )
+
+    def clean_stuck_after_seconds(self) -> int:
+        value = self.cleaned_data.get("stuck_after_seconds")
+        if value is None:
+            return self.instance.stuck_after_seconds
+        return value
 
     def clean_allowed_decisions(self) -> list[str]:
         chosen = self.cleaned_data.get("allowed_decisions") or []

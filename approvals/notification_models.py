@@ -52,6 +52,7 @@ class Notification(models.Model):
         ESCALATION = "escalation"
         EXPIRY = "expiry"
         DECISION = "decision"
+        STUCK = "stuck"
 
     event = models.CharField(max_length=12, choices=Event.choices)
     channel = models.CharField(max_length=8, choices=Channel.choices)

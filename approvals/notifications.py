@@ -33,6 +33,7 @@ from approvals.models import (
     webhook_secret_new,
 )
 from audit.services import event_record
+from core.prometheus import notification_failure_count
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +225,7 @@ def notification_deliver(*, notification_id: int) -> str:
         _send(row)
     except Exception as exc:  # noqa: BLE001 - any channel failure is recorded, never raised
         error = f"{type(exc).__name__}: {exc}"[:2000]
+        notification_failure_count(channel=row.channel, final=row.attempts >= MAX_ATTEMPTS)
         if row.attempts >= MAX_ATTEMPTS:
             Notification.objects.filter(pk=row.pk).update(
                 status=Notification.Status.FAILED, last_error=error

@@ -5,11 +5,13 @@ from __future__ import annotations
 from approvals.notifications import notification_deliver as _deliver
 from approvals.notifications import notifications_deliver as _deliver_many
 from approvals.services import approvals_sweep as _sweep
+from approvals.services.stuck import stuck_sweep as _stuck
 
 
 def approvals_sweep() -> dict[str, int]:
-    """Every minute (Schedule): remind, escalate, expire, retry notifications."""
-    return _sweep()
+    """Every minute (Schedule): remind, escalate, expire, retry notifications; then raise and
+    clear stuck runs and queues (approvals/services/stuck.py)."""
+    return {**_sweep(), **_stuck()}
 
 
 def notification_deliver(notification_id: int) -> str:

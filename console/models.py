@@ -20,3 +20,20 @@ class ApiToken(AbstractAuthToken):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.name or 'unnamed'} · {self.token_key}…"
+
+
+class WorkerHeartbeat(models.Model):
+    """The last time a worker on a host ran the every-minute heartbeat task (``/readyz``).
+
+    Written by a django-q2 task, so a fresh row proves the whole path works: the scheduler
+    queued it, the broker delivered it and a worker ran it against the database."""
+
+    host = models.CharField(max_length=255, unique=True)
+    pid = models.PositiveIntegerField(default=0)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-seen_at"]
+
+    def __str__(self) -> str:
+        return f"{self.host} (pid {self.pid}) at {self.seen_at:%Y-%m-%d %H:%M:%S}"

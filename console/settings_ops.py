@@ -6,11 +6,13 @@ value is read from the environment with the strict helpers of console/env.py.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_choice, env_int, env_str
+from console.env import env_bool, env_choice, env_int, env_list, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
@@ -45,11 +47,28 @@ CHECKPOINT_PRUNE_BATCH = env_int("CHECKPOINT_PRUNE_BATCH", 200, minimum=1)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
 
+# LOG_FORMAT=json: one JSON object a line (python-json-logger), with the run and thread ids of
+# the advance that wrote it (core/logcontext.py); plain: human-readable lines.
+LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"run_context": {"()": "core.logcontext.RunContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s %(thread_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["run_context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
@@ -67,3 +86,34 @@ if OTEL_EXPORTER_OTLP_ENDPOINT and not OTEL_EXPORTER_OTLP_ENDPOINT.startswith(
     )
 OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "").strip() or "approval-console"
 OTEL_SDK_DISABLED = env_bool("OTEL_SDK_DISABLED", False)
+
+# --- Prometheus /metrics, /healthz, /readyz (console/prometheus.py, console/health.py) ----------
+# A bearer token that opens /metrics from anywhere ("Authorization: Bearer <token>"); without
+# it, only clients in METRICS_ALLOWED_NETWORKS are answered (their address as the API limits
+# see it: TRUSTED_PROXY_COUNT).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
+
+def _networks(
+    name: str, default: list[str]
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in env_list(name, default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must list networks like 10.0.0.0/8: {exc}") from exc
+
+
+METRICS_ALLOWED_NETWORKS = _networks("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
+# Probes speak plain http inside the network: never redirected to https.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# prometheus_client reads PROMETHEUS_MULTIPROC_DIR itself, at import; `manage.py serve` sets it
+# (under CONSOLE_VAR_DIR) for its children. Made here so a process never fails writing there.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR:
+    os.makedirs(PROMETHEUS_MULTIPROC_DIR, exist_ok=True)
+# /readyz fails when no worker ran the every-minute heartbeat task for this long.
+WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 180, minimum=61)
+# A run still "running" this long after its lease's expiry (nobody took it over: recovery
+# re-enqueues lapsed leases every minute) or a waiting run with no pending approval this long
+# is stuck: escalated once (approvals/services/stuck.py).
+STUCK_RUN_GRACE_SECONDS = env_int("STUCK_RUN_GRACE_SECONDS", 300, minimum=60)

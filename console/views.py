@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from approvals.ops_selectors import ops_stuck_open
 from console import charts
 from console.metrics.csv_export import report_csv_rows
 from console.metrics.definitions import (
@@ -122,6 +123,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "percentiles": PERCENTILES,
         "window_choices": WINDOW_CHOICES,
         "dead_runs": report.runs_by_status.get("dead", 0),
+        "stuck": ops_stuck_open(),
     }
     return render(request, "console/metrics.html", context)
 

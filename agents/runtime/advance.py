@@ -52,17 +52,34 @@ from approvals import services as approval_services
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import run_transitions_fenced
 from audit.services import event_record
+from core.logcontext import run_log_context, run_log_thread_set
+from core.prometheus import advance_observe
 
 log = logging.getLogger(__name__)
 
 
 def run_advance(*, run_id: Any) -> str:
-    """Move the run as far as it can go now. Returns what happened (for logs and tests)."""
+    """Move the run as far as it can go now. Returns what happened (for logs and tests).
+
+    Every line logged meanwhile carries the run's and thread's ids (core/logcontext.py); the
+    advance's duration is observed by outcome (core/prometheus.py: memory, no query)."""
+    started = time.monotonic()
+    outcome = "failed: raised"
+    with run_log_context(run_id=run_id):
+        try:
+            outcome = _run_advance(run_id=run_id)
+            return outcome
+        finally:
+            advance_observe(outcome=outcome, seconds=time.monotonic() - started)
+
+
+def _run_advance(*, run_id: Any) -> str:
     owner = lease_owner_new()
     taken_at = time.monotonic()  # before the lease is written: its expiry counts from here
     run = lease_acquire(run_id=run_id, owner=owner)
     if run is None:
         return "skipped: leased elsewhere or unknown"
+    run_log_thread_set(run.thread_id)
     outcome = ""
     with segment_span(run) as span:
         try:

@@ -185,6 +185,23 @@ def checkpointer_reset() -> None:
         _cache.update(pid=None, key=None, saver=None, closer=None)
 
 
+def checkpointer_ready() -> None:
+    """Raise CheckpointerNotReady unless this process's checkpointer reads its tables (/readyz).
+
+    On Postgres the tables must be at LangGraph's latest migration (checked again, not only
+    when the pool was made); on both, one read of a thread that does not exist."""
+    try:
+        saver = checkpointer_get()
+        pool = getattr(saver, "conn", None)
+        if pool is not None and hasattr(pool, "connection"):  # a psycopg pool: Postgres
+            _postgres_ready(pool)
+        saver.get_tuple({"configurable": {"thread_id": "readyz-probe", "checkpoint_ns": ""}})
+    except CheckpointerNotReady:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with its reason
+        raise CheckpointerNotReady(f"{type(exc).__name__}: {exc}") from exc
+
+
 # --- compiled graphs and thread configs ---------------------------------------------------------
 
 _graphs: dict[tuple[str, str, int], tuple[Any, Any]] = {}

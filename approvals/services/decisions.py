@@ -29,6 +29,7 @@ from approvals.tracing import approval_wait_record
 from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
 from core.json_limits import json_problem
+from core.prometheus import decision_observe
 
 
 def approval_edit_preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
@@ -368,6 +369,10 @@ def _approval_finalise(
     )
     approval_wait_record(approval=approval, decision=decision, role=role)
     run_advance_enqueue(run_id=approval.run_id)
+    seconds = (now - approval.created_at).total_seconds()  # observed once it is committed
+    transaction.on_commit(
+        lambda: decision_observe(tier=approval.tier, decision=decision, seconds=seconds)
+    )
 
 
 def _role(user: Any) -> str:

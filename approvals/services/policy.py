@@ -28,6 +28,7 @@ def policy_snapshot(obj: RiskTier | ToolPolicy) -> dict[str, Any]:
             "escalate_after_seconds": obj.escalate_after_seconds,
             "escalation_group": obj.escalation_group.name if obj.escalation_group_id else None,
             "expiry_decision": obj.expiry_decision,
+            "stuck_after_seconds": obj.stuck_after_seconds,
             "allowed_decisions": obj.allowed_decisions,
             "email_notifications": obj.email_notifications,
             "webhook_endpoint": obj.webhook_endpoint.name if obj.webhook_endpoint_id else None,

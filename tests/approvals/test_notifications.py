@@ -13,6 +13,7 @@ import pytest
 import time_machine
 from django.conf import settings
 from django.core import mail
+from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from approvals import notifications
@@ -453,3 +454,31 @@ def test_every_change_to_a_webhook_endpoint_in_the_admin_is_audited_without_its_
     ]
     assert all(e.actor_username == "admin" for e in events)
     assert not any(secret in e.canonical or "whsec_" in e.canonical for e in events)
+
+
+# --- Prometheus: failed attempts are counted (core/prometheus.py) ---------------------------
+
+
+def webhook_failures(outcome: str) -> float:
+    labels = {"channel": "webhook", "outcome": outcome}
+    return REGISTRY.get_sample_value("console_notification_failures_total", labels) or 0.0
+
+
+def test_failed_webhook_attempts_count_as_retries_then_one_final_failure(hook_factory, alice):
+    hook_factory(failures=1000)
+    retried, failed = webhook_failures("retry"), webhook_failures("failed")
+    with time_machine.travel(T0, tick=False) as clock:
+        row = webhook_of(request_approval(requester=alice, tier="write"))
+        for _ in range(notifications.MAX_ATTEMPTS):
+            notification_deliver(notification_id=row.id)
+            clock.shift(dt.timedelta(hours=1))
+    assert webhook_failures("retry") - retried == notifications.MAX_ATTEMPTS - 1
+    assert webhook_failures("failed") - failed == 1
+
+
+def test_a_delivered_notification_counts_no_failure(hook_factory, alice):
+    hook_factory(failures=0)
+    retried, failed = webhook_failures("retry"), webhook_failures("failed")
+    row = webhook_of(request_approval(requester=alice, tier="write"))
+    assert notification_deliver(notification_id=row.id) == "sent"
+    assert (webhook_failures("retry"), webhook_failures("failed")) == (retried, failed)

@@ -96,6 +96,11 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "api-metrics": _for(MANAGERS, {200}, {403}, {401, 403}),
     "api-schema": PUBLIC,
     "api-docs": PUBLIC,
+    # Operations: no session; /metrics by token or network (the test client is on loopback,
+    # which the default allows: tests/console/test_prometheus.py), /readyz 503 with no worker.
+    "prometheus-metrics": PUBLIC,
+    "healthz": PUBLIC,
+    "readyz": _by_role({200, 503}),
     "agents_api:agents": API_SIGNED_IN,
     "agents_api:runs": API_SIGNED_IN,
     "agents_api:run-detail": _by_role({OBJECT}, anonymous={401, 403}),

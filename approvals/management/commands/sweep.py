@@ -1,5 +1,5 @@
-"""Run the periodic sweep once: approvals (remind, escalate, expire, notification retries) and
-the recovery of runs whose worker died."""
+"""Run the periodic sweep once: approvals (remind, escalate, expire, notification retries),
+stuck runs and queues, and the recovery of runs whose worker died."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 from django.utils.module_loading import import_string
 
 from approvals.services import approvals_sweep
+from approvals.services.stuck import stuck_sweep
 
 # By dotted name: approvals never imports agents (DESIGN.md).
 RUNS_RECOVER = "agents.tasks.runs_recover"
@@ -21,7 +22,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
-        counts = approvals_sweep()
+        counts = {**approvals_sweep(), **stuck_sweep()}
         self.stdout.write(
             "approvals: " + ", ".join(f"{name} {count}" for name, count in counts.items())
         )

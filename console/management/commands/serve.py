@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,16 @@ def worker_command() -> list[str]:
     return [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"]
 
 
+def metrics_dir_prepare() -> str:
+    """The Prometheus multiprocess directory of the children, emptied: PROMETHEUS_MULTIPROC_DIR,
+    or ``<CONSOLE_VAR_DIR>/prometheus``. Files of an earlier start would add dead processes'
+    counts to this one's (Prometheus sees a restart as a counter reset, which it handles)."""
+    path = settings.PROMETHEUS_MULTIPROC_DIR or str(settings.VAR_DIR / "prometheus")
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def group_signal(process: subprocess.Popen, sig: int) -> None:
     """Send ``sig`` to the child's whole process group (it is the group leader)."""
     with contextlib.suppress(ProcessLookupError):
@@ -93,6 +104,9 @@ class Command(BaseCommand):
             "worker": worker_command(),
         }
         stop_requested: list[int] = []
+        # gunicorn's workers and the qcluster's write their counters and histograms here; a
+        # scrape of any web worker adds them all up (core/prometheus.py).
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir_prepare()}
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             stop_requested.append(signum)
@@ -102,7 +116,7 @@ class Command(BaseCommand):
         try:
             for name, command in commands.items():
                 children[name] = subprocess.Popen(
-                    command, cwd=settings.BASE_DIR, start_new_session=True
+                    command, cwd=settings.BASE_DIR, start_new_session=True, env=env
                 )
             self.stdout.write(self.style.SUCCESS(f"Console running at http://{host}:{port}/"))
             self.stdout.write("Log in as alice, bob, carol, dave or admin (password: demo).")
