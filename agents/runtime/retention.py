@@ -37,6 +37,7 @@ from audit.services import event_record
 
 ACTOR = "system:retention"
 DEFAULT_SCOPE = ""
+EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
 DELTA_REASON = "uses a DeltaChannel: its final state is rebuilt from older checkpoints"
 
 
@@ -54,7 +55,11 @@ class Policy:
         return self.keep_days == 0
 
     def cutoff(self, now: dt.datetime) -> dt.datetime:
-        return now - dt.timedelta(days=self.keep_days)
+        # keep_days may be any PositiveIntegerField value: past the calendar, nothing is due.
+        try:
+            return now - dt.timedelta(days=self.keep_days)
+        except OverflowError:
+            return EARLIEST
 
 
 def retention_default() -> Policy:
