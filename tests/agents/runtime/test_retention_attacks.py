@@ -62,3 +62,22 @@ def test_a_default_of_a_million_days_keeps_every_run(note_agent, alice, bob, set
     result = retention.checkpoints_prune_pass()
 
     assert result.runs == 0 and checkpoint_rows(run) == before
+
+
+def test_a_run_pruned_to_final_is_deleted_once_its_agents_policy_becomes_delete(
+    note_agent, alice, bob
+):
+    """The admin changes an agent's policy to "delete" (say, its final states hold personal
+    data): every due run of that agent loses its thread, those pruned to final before too."""
+    run = finished_run(alice, bob)
+    assert retention.checkpoints_prune_pass().final == [str(run.pk)]
+    assert checkpoint_rows(run)["checkpoints"] == 1
+    policy = RetentionPolicy(agent="note_agent", keep_days=7, action="delete")
+    retention.retention_policy_save(policy=policy, actor=alice, created=True)
+
+    result = retention.checkpoints_prune_pass()
+
+    assert result.deleted == [str(run.pk)]
+    assert checkpoint_rows(run) == {"checkpoints": 0, "writes": 0, "blobs": 0}
+    assert PrunedRun.objects.get(run_id=run.pk).outcome == "delete"
+    assert retention.checkpoints_prune_pass().runs == 0  # done once
