@@ -150,7 +150,16 @@ def _due(policy: Policy, *, explicit: list[str], now: dt.datetime) -> Any:
             Q(finished_at__gt=cursor.finished_at)
             | Q(finished_at=cursor.finished_at, id__gt=cursor.run_id)
         )
-    return runs.filter(~Exists(PrunedRun.objects.filter(run_id=OuterRef("pk"))))
+    return runs.filter(~Exists(_settled(policy.action).filter(run_id=OuterRef("pk"))))
+
+
+def _settled(action: str) -> Any:
+    """The retention records that leave nothing more for ``action`` to do: any, for "final";
+    only a deletion for "delete" (a run pruned to final or kept before a policy became
+    "delete" still holds checkpoints that policy says must go)."""
+    if action == RetentionAction.DELETE:
+        return PrunedRun.objects.filter(outcome=PrunedRun.Outcome.DELETE)
+    return PrunedRun.objects.all()
 
 
 def retention_candidates(
@@ -237,7 +246,6 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
             run.pk: run
             for run in AgentRun.objects.select_for_update(skip_locked=True)
             .filter(pk__in=[c.run_id for c in candidates])
-            .filter(~Exists(PrunedRun.objects.filter(run_id=OuterRef("pk"))))
             .only(
                 "id",
                 "thread_id",
@@ -249,12 +257,18 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
                 "lease_expires_at",
             )
         }
+        # Read under the runs' locks: what another pass recorded for them is seen here.
+        done = dict(PrunedRun.objects.filter(run_id__in=list(locked)).values_list("run", "outcome"))
         final: list[AgentRun] = []
         delete: list[AgentRun] = []
         for candidate in candidates:
             run = locked.get(candidate.run_id)
             policy = retention_policy_for(candidate.agent, policies)
-            if run is None or not _prunable(run, policy, now):
+            prior = done.get(candidate.run_id)
+            settled = prior is not None and (
+                policy.action != RetentionAction.DELETE or prior == PrunedRun.Outcome.DELETE
+            )
+            if run is None or settled or not _prunable(run, policy, now):
                 result.deferred.append(str(candidate.run_id))
                 continue
             (delete if policy.action == RetentionAction.DELETE else final).append(run)
@@ -266,6 +280,8 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         result.final = [str(r.pk) for r in final]
         result.deleted = [str(r.pk) for r in delete]
         result.kept = [str(r.pk) for r in kept]
+        # A run pruned to final or kept before its policy became "delete": recorded anew.
+        PrunedRun.objects.filter(run_id__in=[r.pk for r in delete]).delete()
         PrunedRun.objects.bulk_create(
             [PrunedRun(run=r, outcome=PrunedRun.Outcome.FINAL, pruned_at=now) for r in final]
             + [PrunedRun(run=r, outcome=PrunedRun.Outcome.DELETE, pruned_at=now) for r in delete]
