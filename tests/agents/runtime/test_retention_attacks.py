@@ -3,13 +3,19 @@ that must not break the pass for every agent, nor touch a run they should not.""
 
 from __future__ import annotations
 
+import sqlite3
+import uuid
+
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
 from agents.forms import RetentionPolicyAdminForm
 from agents.models import PrunedRun, RetentionPolicy
-from agents.runtime import retention
+from agents.runtime import advance, retention
+from agents.runtime.checkpoint import checkpointer_get
+from agents.services import run_start
 from approvals.models import AgentRun
 from tests.support.people import person
 from tests.support.retention import checkpoint_rows, finished_run
@@ -81,3 +87,51 @@ def test_a_run_pruned_to_final_is_deleted_once_its_agents_policy_becomes_delete(
     assert checkpoint_rows(run) == {"checkpoints": 0, "writes": 0, "blobs": 0}
     assert PrunedRun.objects.get(run_id=run.pk).outcome == "delete"
     assert retention.checkpoints_prune_pass().runs == 0  # done once
+
+
+# The parameters one SQLite statement may bind in stock builds (SQLITE_MAX_VARIABLE_NUMBER
+# since 3.32, e.g. python.org's and Homebrew's); Debian raises it to 250000.
+SQLITE_STOCK_VARIABLES = 32_766
+BIG_BATCH = SQLITE_STOCK_VARIABLES // 2 + 20
+
+
+def _sqlite_stock_limits() -> None:
+    """Give this process's SQLite connections the stock build's limit on bound parameters."""
+    if connection.vendor != "sqlite":
+        return
+    connection.ensure_connection()
+    for conn in (connection.connection, checkpointer_get().conn):
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, SQLITE_STOCK_VARIABLES)
+
+
+def test_a_large_batch_prunes_every_run_in_it_and_no_live_thread(note_agent, alice, bob):
+    """`checkpoints_prune --batch N` (or CHECKPOINT_PRUNE_BATCH=N) to catch up a backlog: the
+    docs promise a few set-based statements whatever the batch, on both databases."""
+    _sqlite_stock_limits()
+    real = finished_run(alice, bob, topic="real")
+    live = run_start(agent="note_agent", input={"topic": "live"}, user=alice)
+    assert advance.run_advance(run_id=live.id) == "waiting"
+    live_rows = checkpoint_rows(live)
+    AgentRun.objects.bulk_create(
+        [
+            AgentRun(
+                id=run_id,
+                thread_id=str(run_id),
+                agent="note_agent",
+                graph_version=real.graph_version,
+                status=AgentRun.Status.COMPLETED,
+                requested_by=alice,
+                finished_at=real.finished_at,
+            )
+            for run_id in (uuid.uuid4() for _ in range(BIG_BATCH))
+        ],
+        batch_size=2000,
+    )
+
+    result = retention.checkpoints_prune_pass(limit=BIG_BATCH + 1)
+
+    assert result.runs == BIG_BATCH + 1 and result.deferred == []
+    assert str(real.pk) in result.final
+    assert checkpoint_rows(real)["checkpoints"] == 1
+    assert checkpoint_rows(live) == live_rows
+    assert PrunedRun.objects.count() == BIG_BATCH + 1
