@@ -244,8 +244,9 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         # for: they are deferred to the next pass. SQLite takes the database's write lock.
         locked = {
             run.pk: run
+            for ids in _chunks([c.run_id for c in candidates])
             for run in AgentRun.objects.select_for_update(skip_locked=True)
-            .filter(pk__in=[c.run_id for c in candidates])
+            .filter(pk__in=ids)
             .only(
                 "id",
                 "thread_id",
@@ -258,7 +259,13 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
             )
         }
         # Read under the runs' locks: what another pass recorded for them is seen here.
-        done = dict(PrunedRun.objects.filter(run_id__in=list(locked)).values_list("run", "outcome"))
+        done = {
+            run: outcome
+            for ids in _chunks(list(locked))
+            for run, outcome in PrunedRun.objects.filter(run_id__in=ids).values_list(
+                "run", "outcome"
+            )
+        }
         final: list[AgentRun] = []
         delete: list[AgentRun] = []
         for candidate in candidates:
@@ -281,7 +288,8 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         result.deleted = [str(r.pk) for r in delete]
         result.kept = [str(r.pk) for r in kept]
         # A run pruned to final or kept before its policy became "delete": recorded anew.
-        PrunedRun.objects.filter(run_id__in=[r.pk for r in delete]).delete()
+        for ids in _chunks([r.pk for r in delete]):
+            PrunedRun.objects.filter(run_id__in=ids).delete()
         PrunedRun.objects.bulk_create(
             [PrunedRun(run=r, outcome=PrunedRun.Outcome.FINAL, pruned_at=now) for r in final]
             + [PrunedRun(run=r, outcome=PrunedRun.Outcome.DELETE, pruned_at=now) for r in delete]
@@ -294,6 +302,11 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         if result.runs or result.kept:
             _pass_record(result, now=now, seconds=time.monotonic() - started)
     return result
+
+
+def _chunks(ids: list[Any], size: int = 1000) -> list[list[Any]]:
+    """``ids`` in lists a statement can bind on any database (stock SQLite: 32766 at most)."""
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def _cursors_advance(candidates: list[Candidate], *, deferred: set[str]) -> None:
