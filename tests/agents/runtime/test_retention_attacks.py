@@ -135,3 +135,19 @@ def test_a_large_batch_prunes_every_run_in_it_and_no_live_thread(note_agent, ali
     assert checkpoint_rows(real)["checkpoints"] == 1
     assert checkpoint_rows(live) == live_rows
     assert PrunedRun.objects.count() == BIG_BATCH + 1
+
+
+def test_runs_pruned_to_final_are_deleted_once_the_default_action_becomes_delete(
+    note_agent, alice, bob, settings
+):
+    """The same change made with CHECKPOINT_RETENTION_ACTION (a restart, no admin save)."""
+    run = finished_run(alice, bob)
+    assert retention.checkpoints_prune_pass().final == [str(run.pk)]
+    settings.CHECKPOINT_RETENTION_ACTION = "delete"
+
+    result = retention.checkpoints_prune_pass()
+
+    assert result.deleted == [str(run.pk)]
+    assert checkpoint_rows(run) == {"checkpoints": 0, "writes": 0, "blobs": 0}
+    settings.CHECKPOINT_RETENTION_ACTION = "final"  # and back: nothing more to do
+    assert retention.checkpoints_prune_pass().runs == 0
