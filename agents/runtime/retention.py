@@ -37,6 +37,10 @@ from audit.services import event_record
 
 ACTOR = "system:retention"
 DEFAULT_SCOPE = ""
+# The default under "delete" reads from its own cursor: after CHECKPOINT_RETENTION_ACTION
+# becomes "delete" (a restart, which resets no cursor), it reads its runs from the start once,
+# the ones pruned to final before included.
+DEFAULT_DELETE_SCOPE = "(default: delete)"
 EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
 DELTA_REASON = "uses a DeltaChannel: its final state is rebuilt from older checkpoints"
 
@@ -63,10 +67,11 @@ class Policy:
 
 
 def retention_default() -> Policy:
+    action = settings.CHECKPOINT_RETENTION_ACTION
     return Policy(
-        scope=DEFAULT_SCOPE,
+        scope=DEFAULT_DELETE_SCOPE if action == RetentionAction.DELETE else DEFAULT_SCOPE,
         keep_days=settings.CHECKPOINT_RETENTION_DAYS,
-        action=settings.CHECKPOINT_RETENTION_ACTION,
+        action=action,
         explicit=False,
     )
 
