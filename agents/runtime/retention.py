@@ -37,6 +37,11 @@ from audit.services import event_record
 
 ACTOR = "system:retention"
 DEFAULT_SCOPE = ""
+# The default under "delete" reads from its own cursor: after CHECKPOINT_RETENTION_ACTION
+# becomes "delete" (a restart, which resets no cursor), it reads its runs from the start once,
+# the ones pruned to final before included.
+DEFAULT_DELETE_SCOPE = "(default: delete)"
+EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
 DELTA_REASON = "uses a DeltaChannel: its final state is rebuilt from older checkpoints"
 
 
@@ -54,14 +59,19 @@ class Policy:
         return self.keep_days == 0
 
     def cutoff(self, now: dt.datetime) -> dt.datetime:
-        return now - dt.timedelta(days=self.keep_days)
+        # keep_days may be any PositiveIntegerField value: past the calendar, nothing is due.
+        try:
+            return now - dt.timedelta(days=self.keep_days)
+        except OverflowError:
+            return EARLIEST
 
 
 def retention_default() -> Policy:
+    action = settings.CHECKPOINT_RETENTION_ACTION
     return Policy(
-        scope=DEFAULT_SCOPE,
+        scope=DEFAULT_DELETE_SCOPE if action == RetentionAction.DELETE else DEFAULT_SCOPE,
         keep_days=settings.CHECKPOINT_RETENTION_DAYS,
-        action=settings.CHECKPOINT_RETENTION_ACTION,
+        action=action,
         explicit=False,
     )
 
@@ -145,7 +155,16 @@ def _due(policy: Policy, *, explicit: list[str], now: dt.datetime) -> Any:
             Q(finished_at__gt=cursor.finished_at)
             | Q(finished_at=cursor.finished_at, id__gt=cursor.run_id)
         )
-    return runs.filter(~Exists(PrunedRun.objects.filter(run_id=OuterRef("pk"))))
+    return runs.filter(~Exists(_settled(policy.action).filter(run_id=OuterRef("pk"))))
+
+
+def _settled(action: str) -> Any:
+    """The retention records that leave nothing more for ``action`` to do: any, for "final";
+    only a deletion for "delete" (a run pruned to final or kept before a policy became
+    "delete" still holds checkpoints that policy says must go)."""
+    if action == RetentionAction.DELETE:
+        return PrunedRun.objects.filter(outcome=PrunedRun.Outcome.DELETE)
+    return PrunedRun.objects.all()
 
 
 def retention_candidates(
@@ -230,9 +249,9 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         # for: they are deferred to the next pass. SQLite takes the database's write lock.
         locked = {
             run.pk: run
+            for ids in _chunks([c.run_id for c in candidates])
             for run in AgentRun.objects.select_for_update(skip_locked=True)
-            .filter(pk__in=[c.run_id for c in candidates])
-            .filter(~Exists(PrunedRun.objects.filter(run_id=OuterRef("pk"))))
+            .filter(pk__in=ids)
             .only(
                 "id",
                 "thread_id",
@@ -244,12 +263,24 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
                 "lease_expires_at",
             )
         }
+        # Read under the runs' locks: what another pass recorded for them is seen here.
+        done = {
+            run: outcome
+            for ids in _chunks(list(locked))
+            for run, outcome in PrunedRun.objects.filter(run_id__in=ids).values_list(
+                "run", "outcome"
+            )
+        }
         final: list[AgentRun] = []
         delete: list[AgentRun] = []
         for candidate in candidates:
             run = locked.get(candidate.run_id)
             policy = retention_policy_for(candidate.agent, policies)
-            if run is None or not _prunable(run, policy, now):
+            prior = done.get(candidate.run_id)
+            settled = prior is not None and (
+                policy.action != RetentionAction.DELETE or prior == PrunedRun.Outcome.DELETE
+            )
+            if run is None or settled or not _prunable(run, policy, now):
                 result.deferred.append(str(candidate.run_id))
                 continue
             (delete if policy.action == RetentionAction.DELETE else final).append(run)
@@ -261,6 +292,9 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         result.final = [str(r.pk) for r in final]
         result.deleted = [str(r.pk) for r in delete]
         result.kept = [str(r.pk) for r in kept]
+        # A run pruned to final or kept before its policy became "delete": recorded anew.
+        for ids in _chunks([r.pk for r in delete]):
+            PrunedRun.objects.filter(run_id__in=ids).delete()
         PrunedRun.objects.bulk_create(
             [PrunedRun(run=r, outcome=PrunedRun.Outcome.FINAL, pruned_at=now) for r in final]
             + [PrunedRun(run=r, outcome=PrunedRun.Outcome.DELETE, pruned_at=now) for r in delete]
@@ -273,6 +307,11 @@ def checkpoints_prune(candidates: list[Candidate], *, now: dt.datetime | None = 
         if result.runs or result.kept:
             _pass_record(result, now=now, seconds=time.monotonic() - started)
     return result
+
+
+def _chunks(ids: list[Any], size: int = 1000) -> list[list[Any]]:
+    """``ids`` in lists a statement can bind on any database (stock SQLite: 32766 at most)."""
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def _cursors_advance(candidates: list[Candidate], *, deferred: set[str]) -> None:

@@ -172,7 +172,7 @@ def _sqlite_run(statements: Sequence[tuple[str | None, str, Sequence[Any]]]) -> 
             for field, sql, params in statements:
                 cur = conn.execute(sql, params)
                 if field is not None:
-                    setattr(deleted, field, cur.rowcount)
+                    setattr(deleted, field, getattr(deleted, field) + cur.rowcount)
             conn.commit()
         except BaseException:
             conn.rollback()
@@ -180,57 +180,72 @@ def _sqlite_run(statements: Sequence[tuple[str | None, str, Sequence[Any]]]) -> 
     return deleted
 
 
+# Threads per statement: a statement binds its list up to twice, and stock SQLite builds bind
+# at most 32766 parameters (SQLITE_MAX_VARIABLE_NUMBER), whatever CHECKPOINT_PRUNE_BATCH says.
+SQLITE_CHUNK = 500
+
+
+def _chunks(threads: list[str]) -> list[list[str]]:
+    return [threads[i : i + SQLITE_CHUNK] for i in range(0, len(threads), SQLITE_CHUNK)]
+
+
 def _sqlite_prune_final(threads: list[str]) -> Deleted:
+    return _sqlite_run([s for chunk in _chunks(threads) for s in _sqlite_final_statements(chunk)])
+
+
+def _sqlite_final_statements(threads: list[str]) -> list[tuple[str | None, str, Sequence[Any]]]:
     marks = ",".join("?" * len(threads))
     heads = _sqlite_heads(marks)
     not_kept = f"(thread_id, checkpoint_ns, checkpoint_id) NOT IN ({heads})"
-    return _sqlite_run(
-        [
-            (
-                "writes",
-                f"DELETE FROM writes WHERE thread_id IN ({marks}) AND {not_kept}",
-                [*threads, *threads],
-            ),
-            (
-                "checkpoints",
-                f"DELETE FROM checkpoints WHERE thread_id IN ({marks}) AND {not_kept}",
-                [*threads, *threads],
-            ),
-            (
-                None,
-                f"""UPDATE checkpoints SET parent_checkpoint_id = NULL
+    return [
+        (
+            "writes",
+            f"DELETE FROM writes WHERE thread_id IN ({marks}) AND {not_kept}",
+            [*threads, *threads],
+        ),
+        (
+            "checkpoints",
+            f"DELETE FROM checkpoints WHERE thread_id IN ({marks}) AND {not_kept}",
+            [*threads, *threads],
+        ),
+        (
+            None,
+            f"""UPDATE checkpoints SET parent_checkpoint_id = NULL
                 WHERE thread_id IN ({marks}) AND parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
                     SELECT 1 FROM checkpoints p WHERE p.thread_id = checkpoints.thread_id
                         AND p.checkpoint_ns = checkpoints.checkpoint_ns
                         AND p.checkpoint_id = checkpoints.parent_checkpoint_id)""",
-                threads,
-            ),
-        ]
-    )
+            threads,
+        ),
+    ]
 
 
 def _sqlite_delete(threads: list[str]) -> Deleted:
-    marks = ",".join("?" * len(threads))
-    return _sqlite_run(
-        [
-            ("checkpoints", f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", threads),
-            ("writes", f"DELETE FROM writes WHERE thread_id IN ({marks})", threads),
+    statements: list[tuple[str | None, str, Sequence[Any]]] = []
+    for chunk in _chunks(threads):
+        marks = ",".join("?" * len(chunk))
+        statements += [
+            ("checkpoints", f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", chunk),
+            ("writes", f"DELETE FROM writes WHERE thread_id IN ({marks})", chunk),
         ]
-    )
+    return _sqlite_run(statements)
 
 
 def _sqlite_delta_threads(threads: list[str]) -> set[str]:
-    marks = ",".join("?" * len(threads))
     meta = "CAST(metadata AS TEXT)"
-    sql = (
-        f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({marks}) AND ("
-        f"json_type({meta}, '$.counters_since_delta_snapshot') IS NOT NULL OR "
-        f"json_type({meta}, '$.delta_writes_versioned') IS NOT NULL)"
-    )
+    found: set[str] = set()
     saver = checkpointer_get()
     with saver.cursor(transaction=False) as cur:
-        cur.execute(sql, threads)
-        return {row[0] for row in cur.fetchall()}
+        for chunk in _chunks(threads):
+            marks = ",".join("?" * len(chunk))
+            cur.execute(
+                f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({marks}) AND ("
+                f"json_type({meta}, '$.counters_since_delta_snapshot') IS NOT NULL OR "
+                f"json_type({meta}, '$.delta_writes_versioned') IS NOT NULL)",
+                chunk,
+            )
+            found.update(row[0] for row in cur.fetchall())
+    return found
 
 
 # --- the interface -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 
 from agents import selectors as agent_selectors
-from agents.models import PrunedRun
+from agents.models import PrunedRun, RetentionPolicy
 from agents.runtime import advance, retention
 from agents.runtime.checkpoint import checkpointer_get, thread_config
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
@@ -67,6 +67,22 @@ def test_a_thread_using_a_delta_channel_is_kept_whole(delta_agent, alice):
     assert kept.outcome == "kept" and "DeltaChannel" in kept.reason
     assert agent_selectors.run_pruned(run=run) is None  # its history is whole: no notice
     assert retention.checkpoints_prune_pass().kept == []  # decided once
+
+
+def test_a_thread_kept_for_its_delta_channel_is_deleted_once_its_policy_says_delete(
+    delta_agent, alice
+):
+    run = run_start(agent="delta_agent", input={}, user=alice)
+    assert advance.run_advance(run_id=run.id) == "completed"
+    AgentRun.objects.filter(pk=run.pk).update(finished_at=timezone.now() - OLD)
+    assert retention.checkpoints_prune_pass().kept == [str(run.pk)]
+    policy = RetentionPolicy(agent="delta_agent", keep_days=7, action="delete")
+    retention.retention_policy_save(policy=policy, actor=alice, created=True)
+
+    assert retention.checkpoints_prune_pass().deleted == [str(run.pk)]
+
+    assert checkpoint_rows(run) == {"checkpoints": 0, "writes": 0, "blobs": 0}
+    assert PrunedRun.objects.get(run_id=run.pk).outcome == "delete"
 
 
 class _OuterState(TypedDict, total=False):
