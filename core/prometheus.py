@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
 from collections.abc import Callable, Iterable
 
 from prometheus_client import (
@@ -19,8 +21,21 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    values,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
+
+
+def _process_identifier_new() -> Callable[[], str]:
+    """This process's name in the multiprocess directory: host and pid, not the pid alone.
+    Containers (compose's web and worker) share the directory on one volume and each numbers
+    its processes from 1; two processes writing one file overwrite each other's counts."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "host"
+    return lambda: f"{host}-{os.getpid()}"
+
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before any metric below is made
+    values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier_new())
 
 # Seconds from request to final decision: people take minutes to days.
 DECISION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400)
