@@ -47,3 +47,31 @@ def test_an_ipv4_client_of_a_dual_stack_socket_is_matched_against_its_ipv4_netwo
 
     assert Client(REMOTE_ADDR="::ffff:10.1.2.3").get("/metrics").status_code == 200
     assert Client(REMOTE_ADDR="::ffff:192.0.2.1").get("/metrics").status_code == 403
+
+
+def test_a_scrape_while_the_database_is_down_still_answers_with_the_process_counters(
+    monkeypatch,
+):
+    from django.db import OperationalError, connections
+
+    from core.prometheus import notification_failure_count
+
+    notification_failure_count(channel="webhook", final=False)  # kept in this process
+
+    def unreachable(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(connections["default"], "cursor", unreachable)
+    response = Client().get("/metrics")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "console_database_up 0.0" in text
+    assert "console_notification_failures_total{" in text
+    assert "console_runs{" not in text  # no gauge pretends to be 0
+
+
+def test_a_scrape_says_the_database_is_up_when_it_is():
+    text = Client().get("/metrics").content.decode()
+
+    assert "console_database_up 1.0" in text
