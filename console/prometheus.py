@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from collections.abc import Iterator
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
@@ -22,11 +24,28 @@ from agents.selectors import effects_in_doubt_count
 from approvals import ops_selectors
 from console.lockout import client_ip
 
+log = logging.getLogger(__name__)
+
 
 class ConsoleCollector:
     """The database's gauges, read when Prometheus scrapes."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The gauges and ``console_database_up`` 1; with the database unreachable only
+        ``console_database_up`` 0 (the process's counters are still scraped, not a 500)."""
+        try:
+            families = list(self._gauges())
+        except DatabaseError as exc:
+            log.warning("metrics: the database gauges could not be read: %s", exc)
+            families = []
+        up = GaugeMetricFamily(
+            "console_database_up", "Whether this scrape could read the database's gauges"
+        )
+        up.add_metric([], 1 if families else 0)
+        yield up
+        yield from families
+
+    def _gauges(self) -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
         pending = ops_selectors.ops_pending_by_tier()
         tiers = sorted(set(ops_selectors.ops_tier_names()) | set(pending))
