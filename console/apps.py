@@ -21,5 +21,11 @@ class ConsoleConfig(AppConfig):
             sender=settings.AUTH_USER_MODEL,
             dispatch_uid="console.tokens_end_on_password_change",
         )
+        from django_q.signals import pre_execute
+
+        from console.health import worker_heartbeat_on_task
+
+        # A busy worker stays "ready" though its heartbeat task waits behind a backlog.
+        pre_execute.connect(worker_heartbeat_on_task, dispatch_uid="console.worker_heartbeat")
         # Before the WSGI handler loads the middleware, so the Django instrumentation's is in.
         tracing_setup()

@@ -11,8 +11,10 @@ culls. A task that ran proves the scheduler, the broker and a worker all work.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +24,8 @@ from django.utils import timezone
 
 from console.models import WorkerHeartbeat
 
+log = logging.getLogger(__name__)
+
 
 def worker_heartbeat_record(*, now: dt.datetime | None = None) -> str:
     """This host's worker ran a task just now (one upsert)."""
@@ -30,6 +34,27 @@ def worker_heartbeat_record(*, now: dt.datetime | None = None) -> str:
         host=socket.gethostname()[:255], defaults={"pid": os.getpid(), "seen_at": now}
     )
     return f"heartbeat at {now.isoformat()}"
+
+
+# A worker that takes a task proves itself alive too (at most every 30 s per process): the
+# heartbeat task waits in the same queue as the runs' advances, behind any backlog.
+TASK_BEAT_EVERY_SECONDS = 30.0
+_task_beat = {"at": float("-inf")}
+
+
+def worker_heartbeat_on_task(sender: Any = None, task: dict | None = None, **kwargs: Any) -> None:
+    """django-q2's ``pre_execute``, in a worker about to run any task. A task run synchronously
+    (Q_SYNC: in the web process itself) proves no worker. Never raises into the task."""
+    if task is not None and task.get("sync"):
+        return
+    now = time.monotonic()
+    if now - _task_beat["at"] < TASK_BEAT_EVERY_SECONDS:
+        return
+    _task_beat["at"] = now
+    try:
+        worker_heartbeat_record()
+    except Exception:  # noqa: BLE001 - the heartbeat task tries again; the task must run
+        log.warning("worker heartbeat not recorded", exc_info=True)
 
 
 def check_database() -> str:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from collections.abc import Iterator
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
@@ -22,11 +24,28 @@ from agents.selectors import effects_in_doubt_count
 from approvals import ops_selectors
 from console.lockout import client_ip
 
+log = logging.getLogger(__name__)
+
 
 class ConsoleCollector:
     """The database's gauges, read when Prometheus scrapes."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The gauges and ``console_database_up`` 1; with the database unreachable only
+        ``console_database_up`` 0 (the process's counters are still scraped, not a 500)."""
+        try:
+            families = list(self._gauges())
+        except DatabaseError as exc:
+            log.warning("metrics: the database gauges could not be read: %s", exc)
+            families = []
+        up = GaugeMetricFamily(
+            "console_database_up", "Whether this scrape could read the database's gauges"
+        )
+        up.add_metric([], 1 if families else 0)
+        yield up
+        yield from families
+
+    def _gauges(self) -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
         pending = ops_selectors.ops_pending_by_tier()
         tiers = sorted(set(ops_selectors.ops_tier_names()) | set(pending))
@@ -81,21 +100,37 @@ def _bearer(request: HttpRequest) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
+_RELAY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
+def _relayed_untrusted(request: HttpRequest) -> bool:
+    """A proxy relayed the request but none is trusted (TRUSTED_PROXY_COUNT=0): the address
+    seen is the proxy's (often loopback, whoever the client is), so it proves nothing."""
+    if settings.REST_FRAMEWORK.get("NUM_PROXIES"):
+        return False
+    return any(request.META.get(header) for header in _RELAY_HEADERS)
+
+
 def metrics_access(request: HttpRequest) -> int:
     """0 when the request may scrape; else the status to refuse it with (401 or 403).
 
     A configured METRICS_TOKEN opens it from anywhere; a wrong token is 401 whatever the
-    address. Without a token, the client's address must be in METRICS_ALLOWED_NETWORKS."""
+    address. Without a token, the client's address must be in METRICS_ALLOWED_NETWORKS, and a
+    request a proxy relayed counts only when TRUSTED_PROXY_COUNT says how many to skip."""
     sent = _bearer(request)
     expected = settings.METRICS_TOKEN
     if sent:
         if expected and hmac.compare_digest(sent.encode(), expected.encode()):
             return 0
         return 401
+    if _relayed_untrusted(request):
+        return 401 if expected else 403
     try:
         address = ipaddress.ip_address(client_ip(request) or "")
     except ValueError:
         return 403
+    # A dual-stack socket shows an IPv4 client as ::ffff:a.b.c.d: match its IPv4 address.
+    address = getattr(address, "ipv4_mapped", None) or address
     if any(address in network for network in settings.METRICS_ALLOWED_NETWORKS):
         return 0
     return 401 if expected else 403

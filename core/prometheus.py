@@ -9,8 +9,11 @@ here: they are read from the database at scrape time (console/prometheus.py).
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable
+import re
+import socket
+from collections.abc import Callable, Iterable
 
 from prometheus_client import (
     REGISTRY,
@@ -18,8 +21,21 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    values,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
+
+
+def _process_identifier_new() -> Callable[[], str]:
+    """This process's name in the multiprocess directory: host and pid, not the pid alone.
+    Containers (compose's web and worker) share the directory on one volume and each numbers
+    its processes from 1; two processes writing one file overwrite each other's counts."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "host"
+    return lambda: f"{host}-{os.getpid()}"
+
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before any metric below is made
+    values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier_new())
 
 # Seconds from request to final decision: people take minutes to days.
 DECISION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400)
@@ -68,16 +84,40 @@ def advance_outcome_label(outcome: str) -> str:
     return word if word in ADVANCE_OUTCOMES else "other"
 
 
+log = logging.getLogger(__name__)
+
+
+def _never_raise(observe: Callable[[], None], metric: str) -> None:
+    """A metric is never worth the work it measures: with PROMETHEUS_MULTIPROC_DIR full or
+    read-only prometheus_client raises OSError, after a decision committed (on commit), in a
+    notification's failure path, in an advance's ``finally``. Logged and dropped."""
+    try:
+        observe()
+    except Exception:  # noqa: BLE001 - see above
+        log.warning("metric %s not recorded", metric, exc_info=True)
+
+
 def decision_observe(*, tier: str, decision: str, seconds: float) -> None:
-    DECISION_LATENCY.labels(tier=tier, decision=decision).observe(max(0.0, seconds))
+    _never_raise(
+        lambda: DECISION_LATENCY.labels(tier=tier, decision=decision).observe(max(0.0, seconds)),
+        "console_decision_latency_seconds",
+    )
 
 
 def advance_observe(*, outcome: str, seconds: float) -> None:
-    ADVANCE_DURATION.labels(outcome=advance_outcome_label(outcome)).observe(max(0.0, seconds))
+    label = advance_outcome_label(outcome)
+    _never_raise(
+        lambda: ADVANCE_DURATION.labels(outcome=label).observe(max(0.0, seconds)),
+        "console_advance_duration_seconds",
+    )
 
 
 def notification_failure_count(*, channel: str, final: bool) -> None:
-    NOTIFICATION_FAILURES.labels(channel=channel, outcome="failed" if final else "retry").inc()
+    outcome = "failed" if final else "retry"
+    _never_raise(
+        lambda: NOTIFICATION_FAILURES.labels(channel=channel, outcome=outcome).inc(),
+        "console_notification_failures",
+    )
 
 
 def multiprocess_dir() -> str:

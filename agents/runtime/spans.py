@@ -61,7 +61,8 @@ def segment_link(metadata: dict[str, Any] | None) -> None:
     """Link this segment to the one that wrote the head checkpoint (its ``TRACE_KEY``)."""
     traceparent = (metadata or {}).get(TRACE_KEY)
     span = trace.get_current_span()
-    if not traceparent or not span.is_recording():
+    # Anything but text (a restored or edited database) is no link, never a failed advance.
+    if not isinstance(traceparent, str) or not traceparent or not span.is_recording():
         return
     previous = trace.get_current_span(_propagator.extract({"traceparent": traceparent}))
     if previous.get_span_context().is_valid:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 
 from django.conf import settings
@@ -22,6 +22,8 @@ from django.core.management.base import BaseCommand, CommandError
 from console.env import env_int
 
 STOP_GRACE_SECONDS = 15.0
+# The files prometheus_client's multiprocess mode writes: <type>_<process>.db.
+METRICS_FILE_PREFIXES = ("counter_", "gauge_", "histogram_", "summary_")
 
 
 def web_command(*, host: str, port: int, workers: int = 2, threads: int = 4) -> list[str]:
@@ -62,8 +64,12 @@ def metrics_dir_prepare() -> str:
     or ``<CONSOLE_VAR_DIR>/prometheus``. Files of an earlier start would add dead processes'
     counts to this one's (Prometheus sees a restart as a counter reset, which it handles)."""
     path = settings.PROMETHEUS_MULTIPROC_DIR or str(settings.VAR_DIR / "prometheus")
-    shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path, exist_ok=True)
+    # Only prometheus_client's own files: the setting may name a directory holding more (the
+    # var dir itself, with the SQLite database), which a start must never delete.
+    for old in Path(path).glob("*.db"):
+        if old.name.startswith(METRICS_FILE_PREFIXES) and old.is_file():
+            old.unlink(missing_ok=True)
     return path
 
 

@@ -43,3 +43,19 @@ def test_without_a_setting_the_directory_is_under_the_var_dir(settings, tmp_path
     settings.VAR_DIR = tmp_path
     assert serve.metrics_dir_prepare() == str(tmp_path / "prometheus")
     assert (tmp_path / "prometheus").is_dir()
+
+
+def test_a_metrics_directory_set_to_the_var_dir_loses_only_the_metrics_files(settings, tmp_path):
+    # PROMETHEUS_MULTIPROC_DIR pointed at CONSOLE_VAR_DIR itself (an easy slip): emptying it
+    # at start must not take the SQLite database or anything else with it.
+    (tmp_path / "console.sqlite3").write_bytes(b"the database")
+    (tmp_path / "staticfiles").mkdir()
+    (tmp_path / "staticfiles" / "console.css").write_text("body {}")
+    (tmp_path / "counter_12345.db").write_bytes(b"from an earlier start")
+    (tmp_path / "histogram_web-1-7.db").write_bytes(b"from an earlier start")
+    settings.PROMETHEUS_MULTIPROC_DIR = str(tmp_path)
+
+    assert serve.metrics_dir_prepare() == str(tmp_path)
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["console.sqlite3", "staticfiles"]
+    assert (tmp_path / "staticfiles" / "console.css").read_text() == "body {}"
