@@ -75,6 +75,8 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "login": PUBLIC,
     "logout": POST_ONLY,
     "metrics": _for(MANAGERS, {200}, {403}, {LOGIN}),
+    # Checkpoint storage and retention (console/ops_views.py): staff only; here, the superuser.
+    "ops": _for(frozenset({"admin"}), {200}, {403}, {LOGIN}),
     "metrics-export": _for(MANAGERS, {200}, {403}, {LOGIN}),
     "approvals:queue": ANY_SIGNED_IN,
     "approvals:detail": _by_role({OBJECT}, anonymous={LOGIN}),
