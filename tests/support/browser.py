@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,36 @@ def log_in(browser: Browser, web_url: str) -> Iterator[Callable[..., Person]]:
         person.context.close()
     problems = {p.username: p.errors for p in people if p.errors}
     assert not problems, f"errors in the browser console: {problems}"
+
+
+@contextmanager
+def live_server_tab(base_url: str, *, username: str) -> Iterator[Page]:
+    """A page logged in as ``username`` on pytest-django's live server (in this process, so
+    Django's async check is lifted while Playwright's loop runs in this thread). Any console or
+    page error fails the test when the block ends."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make deps)")
+    previous = os.environ.get(ASYNC_UNSAFE)
+    os.environ[ASYNC_UNSAFE] = "true"
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            context = browser.new_context(base_url=base_url, viewport=VIEWPORT)
+            context.set_default_timeout(15_000)
+            tab = context.new_page()
+            tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+            tab.on("pageerror", lambda exc: errors.append(str(exc)))
+            tab.goto("/login/")
+            tab.fill("#id_username", username)
+            tab.fill("#id_password", DEMO_PASSWORD)
+            tab.get_by_role("button", name="Log in").click()
+            tab.wait_for_url(f"{base_url}/")
+            yield tab
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop(ASYNC_UNSAFE, None)
+        else:
+            os.environ[ASYNC_UNSAFE] = previous
+    assert errors == [], f"errors in the browser console: {errors}"

@@ -3,17 +3,16 @@ tables shrink after a prune pass; also saves docs/screenshots/ops.png."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from agents.models import RetentionPolicy
 from agents.runtime import retention
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import live_server_tab
 from tests.support.retention import finished_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -23,34 +22,8 @@ SCREENSHOT = Path(settings.BASE_DIR) / "docs" / "screenshots" / "ops.png"
 
 @pytest.fixture
 def admin_tab(live_server, admin) -> Iterator[Page]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make deps)")
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright runs a loop in this thread
-    errors: list[str] = []
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(
-                base_url=live_server.url, viewport={"width": 1280, "height": 800}
-            )
-            context.set_default_timeout(15_000)
-            tab = context.new_page()
-            tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-            tab.on("pageerror", lambda exc: errors.append(str(exc)))
-            tab.goto("/login/")
-            tab.fill("#id_username", "admin")
-            tab.fill("#id_password", "demo")
-            tab.get_by_role("button", name="Log in").click()
-            tab.wait_for_url(f"{live_server.url}/")
-            yield tab
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-    assert errors == [], f"errors in the browser console: {errors}"
+    with live_server_tab(live_server.url, username="admin") as tab:
+        yield tab
 
 
 def test_an_admin_sees_the_checkpoint_tables_and_the_pass_that_pruned_a_finished_run(

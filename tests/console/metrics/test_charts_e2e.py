@@ -6,7 +6,6 @@ Runs against pytest-django's live server; also saves docs/screenshots/metrics.pn
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +14,10 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.utils import timezone
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from approvals.models import ApprovalRequest
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import live_server_tab
 from tests.support.factories import ApprovalFactory, RunFactory
 from tests.support.metrics import metrics_data_build
 
@@ -74,34 +73,8 @@ def page(live_server, alice, bob, carol, admin) -> Iterator[Page]:
     now = timezone.now()
     metrics_data_build(now=now, requester=alice, bob=bob, carol=carol)
     busy_month(now=now, requester=alice, reviewers=[carol])  # bob stays a rubber stamp
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make deps)")
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright runs a loop in this thread
-    errors: list[str] = []
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(
-                base_url=live_server.url, viewport={"width": 1280, "height": 800}
-            )
-            context.set_default_timeout(15_000)
-            tab = context.new_page()
-            tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-            tab.on("pageerror", lambda exc: errors.append(str(exc)))
-            tab.goto("/login/")
-            tab.fill("#id_username", "admin")
-            tab.fill("#id_password", "demo")
-            tab.get_by_role("button", name="Log in").click()
-            tab.wait_for_url(f"{live_server.url}/")
-            yield tab
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-    assert errors == [], f"errors in the browser console: {errors}"
+    with live_server_tab(live_server.url, username="admin") as tab:
+        yield tab
 
 
 def test_the_three_charts_render_bars_with_labels_and_a_legend(page: Page):
