@@ -50,6 +50,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
 # LOG_FORMAT=json: one JSON object a line (python-json-logger), with the run and thread ids of
 # the advance that wrote it (core/logcontext.py); plain: human-readable lines.
 LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
+# Root log level, in either case (logging itself accepts only upper case).
+LOG_LEVEL = env_choice(
+    "LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
+).upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -69,7 +73,7 @@ LOGGING = {
             "filters": ["run_context"],
         }
     },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
 

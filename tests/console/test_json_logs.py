@@ -127,3 +127,16 @@ def test_a_bad_log_format_stops_start_up_naming_the_variable():
     result = _django("import django; django.setup()", LOG_FORMAT="xml")
     assert result.returncode != 0
     assert "LOG_FORMAT" in result.stderr.splitlines()[-1]
+
+
+def test_a_lower_case_log_level_is_read_and_a_bad_one_names_the_variable():
+    lower = _django(
+        "import django, logging; django.setup(); print(logging.getLogger().level)",
+        LOG_LEVEL="debug",
+    )
+    assert lower.returncode == 0, lower.stderr
+    assert lower.stdout.strip() == str(logging.DEBUG)
+
+    bad = _django("import django; django.setup()", LOG_LEVEL="verbose")
+    assert bad.returncode != 0
+    assert "LOG_LEVEL" in bad.stderr.splitlines()[-1]
