@@ -125,7 +125,9 @@ class Command(BaseCommand):
                     command, cwd=settings.BASE_DIR, start_new_session=True, env=env
                 )
             self.stdout.write(self.style.SUCCESS(f"Console running at http://{host}:{port}/"))
-            self.stdout.write("Log in as alice, bob, carol, dave, erin, frank or admin (password: demo; README: who is who).")
+            self.stdout.write(
+                "Log in as alice, bob, carol, dave, erin, frank or admin (password: demo; README: who is who)."
+            )
             self.stdout.write("Press Ctrl-C to stop the web server and the worker.")
             died = self._wait(children, stop_requested)
         finally:
