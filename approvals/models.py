@@ -67,6 +67,9 @@ class AgentRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set by erasure (agents/erasure.py): the run's data key is destroyed, its personal data
+    # reads as "erased", and nothing advances it again.
+    erased_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,0 +1,324 @@
+"""Envelope encryption of personal data under a per-run data key.
+
+Each run has a random AES-256 data key (``core.models.DataKey``), stored wrapped by the master
+key ring (core/keyring.py). A value is sealed under its run's data key and stored as a one-key
+JSON object, the same in a JSON column, inside audit ``data`` and as the text of a text column::
+
+    {"$sealed": "v1.<run id, 32 hex>.<base64url(nonce 12 | AES-256-GCM ciphertext | tag 16)>"}
+
+The run id inside makes a value self-describing; the AAD is a label naming where the value
+lives (``approvals.AgentRun.input``, ``audit.input``), so a ciphertext moved to another column
+does not open, and one moved to another run does not open either (another key).
+
+Erasure destroys a run's data key (a tombstone row): its values then read as ``ERASED`` (an
+empty, falsy ``dict`` or ``str``), while a *missing* key row raises ``DataKeyMissing``.
+
+Unwrapped keys are cached per request and per task only (``datakey_scope``): an erasure in one
+process takes effect in the others at their next request or task. Outside a scope every value
+reads its key from the database.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import functools
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.db import connection
+from django.utils import timezone
+
+from core.keyring import SealedValueError, keyring_get
+
+MARKER = "$sealed"
+_VERSION = "v1"
+_NONCE = 12
+_DESTROYED = object()  # a cached tombstone
+_scope: ContextVar[dict[uuid.UUID, Any] | None] = ContextVar("datakey_scope", default=None)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DataKeyMissing(LookupError):
+    """A sealed value names a run that has no data key row: an integrity error, never erasure."""
+
+
+class KeyDestroyedError(RuntimeError):
+    """A write for a run whose data key was destroyed (the run was erased)."""
+
+
+class PlaintextRefused(TypeError):
+    """Plaintext reached a sealed column by a path that cannot seal it (update(), raw SQL)."""
+
+
+class Sealed(dict):
+    """A sealed JSON value: the envelope ``{"$sealed": token}``, ready to store."""
+
+
+class SealedText(str):
+    """A sealed text value: the envelope's JSON text, ready to store."""
+
+
+class ErasedDict(dict):
+    """What a sealed JSON value reads as once its key is destroyed: empty, falsy. ``sealed``
+    keeps the stored envelope so a save of the instance writes it back unchanged."""
+
+    def __init__(self, sealed: Sealed) -> None:
+        super().__init__()
+        self.sealed = sealed
+
+
+class ErasedText(str):
+    """What a sealed text reads as once its key is destroyed: ``""``; ``sealed`` as above."""
+
+    sealed: SealedText
+
+    def __new__(cls, sealed: SealedText) -> ErasedText:
+        self = super().__new__(cls, "")
+        self.sealed = sealed
+        return self
+
+
+ERASED_LABEL = "erased"
+
+
+def is_erased(value: Any) -> bool:
+    return isinstance(value, (ErasedDict, ErasedText))
+
+
+def is_envelope(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(MARKER), str)
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+
+def _aad(run_id: uuid.UUID) -> bytes:
+    return b"datakey:" + run_id.bytes
+
+
+def _uuid(run_id: Any) -> uuid.UUID:
+    return run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
+
+
+def _remember(run_id: uuid.UUID, key: Any) -> None:
+    cache = _scope.get()
+    if cache is not None:
+        cache[run_id] = key
+
+
+def _from_row(run_id: uuid.UUID, wrapped: Any, destroyed_at: Any) -> Any:
+    if destroyed_at is not None or wrapped is None:
+        return _DESTROYED
+    return AESGCM(keyring_get().open(bytes(wrapped), aad=_aad(run_id)))
+
+
+def _read(run_id: uuid.UUID) -> Any:
+    """The run's cipher, ``_DESTROYED``, or None when it has no key row."""
+    from core.models import DataKey
+
+    cache = _scope.get()
+    if cache is not None and run_id in cache:
+        return cache[run_id]
+    row = DataKey.objects.filter(run_id=run_id).values_list("wrapped", "destroyed_at").first()
+    if row is None:
+        return None
+    key = _from_row(run_id, *row)
+    _remember(run_id, key)
+    return key
+
+
+def _insert(run_id: uuid.UUID) -> AESGCM | None:
+    """A new key for the run, or None when another writer made one first."""
+    from core.models import DataKey
+
+    dek = AESGCM.generate_key(bit_length=256)
+    wrapped = keyring_get().seal(dek, aad=_aad(run_id))
+    table = DataKey._meta.db_table
+    pk = DataKey._meta.pk.get_db_prep_value(run_id, connection)
+    created = DataKey._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (run_id, wrapped, created_at, destroyed_at) "  # noqa: S608
+            "VALUES (%s, %s, %s, NULL) ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+            [pk, wrapped, created],
+        )
+        inserted = cursor.fetchone() is not None
+    if not inserted:
+        return None
+    key = AESGCM(dek)
+    _remember(run_id, key)
+    return key
+
+
+def _key_for_seal(run_id: uuid.UUID, *, fresh: bool = False) -> AESGCM:
+    """The run's cipher for a write; made on first use (a run's first sealed value)."""
+    key = None if fresh else _read(run_id)
+    if key is None:
+        key = _insert(run_id) or _read(run_id)
+    if key is _DESTROYED:
+        raise KeyDestroyedError(f"run {run_id} was erased: nothing new is written for it")
+    if key is None:  # pragma: no cover - the insert lost to a row that then vanished
+        raise DataKeyMissing(f"no data key for run {run_id}")
+    return key
+
+
+def datakey_create(run_id: Any) -> None:
+    """Make the run's data key now (a new run); harmless when it already has one."""
+    _key_for_seal(_uuid(run_id), fresh=True)
+
+
+def datakeys_prefetch(run_ids: Iterable[Any]) -> None:
+    """Read the keys of many runs in one query into the current scope (no scope: no-op)."""
+    from core.models import DataKey
+
+    cache = _scope.get()
+    if cache is None:
+        return
+    wanted = {_uuid(r) for r in run_ids if r} - cache.keys()
+    if not wanted:
+        return
+    rows = DataKey.objects.filter(run_id__in=wanted).values_list(
+        "run_id", "wrapped", "destroyed_at"
+    )
+    for run_id, wrapped, destroyed_at in rows:
+        cache[run_id] = _from_row(run_id, wrapped, destroyed_at)
+
+
+def datakeys_destroy(run_ids: Iterable[Any]) -> int:
+    """Destroy the runs' data keys (erasure only): tombstones, also for runs that had none, so
+    nothing can be sealed for them afterwards. Returns the keys destroyed by this call."""
+    from core.models import DataKey
+
+    ids = {_uuid(r) for r in run_ids}
+    now = timezone.now()
+    destroyed = DataKey.objects.filter(run_id__in=ids, destroyed_at__isnull=True).update(
+        wrapped=None, destroyed_at=now
+    )
+    have = set(DataKey.objects.filter(run_id__in=ids).values_list("run_id", flat=True))
+    DataKey.objects.bulk_create(
+        [DataKey(run_id=r, wrapped=None, destroyed_at=now) for r in ids - have],
+        ignore_conflicts=True,
+    )
+    for run_id in ids:
+        _remember(run_id, _DESTROYED)
+    return destroyed
+
+
+@contextlib.contextmanager
+def datakey_scope() -> Iterator[None]:
+    """Cache unwrapped keys until the block ends (one request, one task)."""
+    token = _scope.set({})
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def scoped(fn: F) -> F:
+    """A task function whose reads share one key cache."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with datakey_scope():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# --- values ----------------------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def token_seal(run_id: Any, plaintext: bytes, *, label: str, fresh: bool = False) -> str:
+    """The envelope's token for ``plaintext`` under the run's key."""
+    run = _uuid(run_id)
+    nonce = os.urandom(_NONCE)
+    body = _key_for_seal(run, fresh=fresh).encrypt(nonce, plaintext, label.encode())
+    return f"{_VERSION}.{run.hex}.{_b64(nonce + body)}"
+
+
+def token_run_id(token: str) -> uuid.UUID:
+    version, _, rest = token.partition(".")
+    run_hex, _, _ = rest.partition(".")
+    if version != _VERSION:
+        raise SealedValueError(f"unknown sealed value version {version!r}")
+    try:
+        return uuid.UUID(hex=run_hex)
+    except ValueError:
+        raise SealedValueError("sealed value names no run") from None
+
+
+def token_open(token: str, *, label: str) -> bytes | None:
+    """The plaintext, or None when the run's key was destroyed."""
+    run = token_run_id(token)
+    try:
+        raw = _unb64(token.split(".", 2)[2])
+    except (binascii.Error, ValueError, IndexError):
+        raise SealedValueError("sealed value is not base64url") from None
+    if len(raw) < _NONCE + 16:
+        raise SealedValueError("sealed value too short")
+    key = _read(run)
+    if key is None:
+        raise DataKeyMissing(f"no data key for run {run}: the sealed value cannot be read")
+    if key is _DESTROYED:
+        return None
+    try:
+        return key.decrypt(raw[:_NONCE], raw[_NONCE:], label.encode())
+    except Exception as exc:  # cryptography's InvalidTag
+        raise SealedValueError(f"a sealed {label} does not open: altered or moved") from exc
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def seal(run_id: Any, value: Any, *, label: str, fresh: bool = False) -> Sealed:
+    """A JSON value sealed under the run's key, for a sealed JSON column."""
+    return Sealed({MARKER: token_seal(run_id, _dumps(value), label=label, fresh=fresh)})
+
+
+def unseal(envelope: dict[str, Any], *, label: str) -> Any:
+    """The JSON value of an envelope, or an ``ErasedDict``."""
+    plain = token_open(envelope[MARKER], label=label)
+    if plain is None:
+        return ErasedDict(Sealed(envelope))
+    return json.loads(plain)
+
+
+def seal_text(run_id: Any, text: str, *, label: str, fresh: bool = False) -> SealedText:
+    """Text sealed under the run's key, for a sealed text column; ``""`` stays ``""``."""
+    if text == "":
+        return SealedText("")
+    token = token_seal(run_id, text.encode(), label=label, fresh=fresh)
+    return SealedText(json.dumps({MARKER: token}, separators=(",", ":")))
+
+
+def unseal_text(stored: str, *, label: str) -> str:
+    """The text of a sealed text column's value (legacy plaintext as is), or ``ErasedText``."""
+    if not stored.startswith('{"' + MARKER):
+        return stored
+    try:
+        envelope = json.loads(stored)
+    except ValueError:
+        return stored
+    if not is_envelope(envelope):
+        return stored
+    plain = token_open(envelope[MARKER], label=label)
+    if plain is None:
+        return ErasedText(SealedText(stored))
+    return plain.decode()
