@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Tags, register
 
 
 @register(Tags.security, deploy=True)
@@ -26,17 +26,19 @@ def secret_key_is_not_the_development_key(app_configs: Any = None, **kwargs: Any
 
 
 @register(Tags.security, deploy=True)
-def encryption_keys_are_set(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
-    """Without ENCRYPTION_KEYS the master key derives from SECRET_KEY: rotating one would
-    make every sealed value (checkpoints, run data keys) unreadable."""
+def encryption_keys_are_set(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Without ENCRYPTION_KEYS the master key derives from SECRET_KEY: rotating one would make
+    every sealed value unreadable (checkpoints, and every run's data key: the personal data of
+    every run would be erased)."""
     if settings.ENCRYPTION_KEYS.strip():
         return []
     return [
-        Warning(
-            "ENCRYPTION_KEYS is not set: the master key is derived from SECRET_KEY.",
+        Error(
+            "ENCRYPTION_KEYS is not set: the master key is derived from SECRET_KEY, so changing "
+            "SECRET_KEY would erase the personal data of every run.",
             hint="Set ENCRYPTION_KEYS=k1:<base64 of 32 random bytes>, e.g. "
             "`python -c 'import base64, os; print(\"k1:\" + base64.b64encode(os.urandom(32)).decode())'`"
             " (docs/operations.md: key rotation).",
-            id="console.W002",
+            id="console.E002",
         )
     ]

@@ -16,7 +16,7 @@ from console.env import env_bool, env_choice, env_int, env_list, env_str
 from core.keyring import keyring_parse
 
 # The master key ring (core/keyring.py): id:base64key,... the first one encrypts. Unset: derived
-# from SECRET_KEY, which `check --deploy` warns of (console.W002). Parsed now so a bad value stops
+# from SECRET_KEY, which `check --deploy` refuses (console.E002). Parsed now so a bad value stops
 # start-up naming the variable.
 ENCRYPTION_KEYS = env_str("ENCRYPTION_KEYS", "")
 keyring_parse(ENCRYPTION_KEYS, secret_key="")  # checks the text; the ring is made on first use
