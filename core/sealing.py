@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.keyring import SealedValueError, keyring_get
@@ -108,10 +108,57 @@ def _uuid(run_id: Any) -> uuid.UUID:
     return run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
 
 
+class _Tentative:
+    """A key inserted by a transaction still open: valid while its on-commit marker is queued
+    (the marker leaves the queue when the insert's transaction or savepoint rolls back)."""
+
+    def __init__(self, key: AESGCM, cache: dict[uuid.UUID, Any], run_id: uuid.UUID) -> None:
+        self.key = key
+
+        def marker() -> None:  # on commit: the key is for good
+            if cache.get(run_id) is self:
+                cache[run_id] = key
+
+        self.marker = marker
+
+    def alive(self) -> bool:
+        return connection.in_atomic_block and any(
+            entry[1] is self.marker for entry in connection.run_on_commit
+        )
+
+
 def _remember(run_id: uuid.UUID, key: Any) -> None:
     cache = _scope.get()
     if cache is not None:
         cache[run_id] = key
+
+
+def _remember_new(run_id: uuid.UUID, key: AESGCM) -> None:
+    """A key this connection just inserted: cached for good once its transaction commits, never
+    beyond a rollback (a value sealed under a rolled-back key could never be opened)."""
+    cache = _scope.get()
+    if cache is None:
+        return
+    if not connection.in_atomic_block:
+        cache[run_id] = key
+        return
+    tentative = _Tentative(key, cache, run_id)
+    cache[run_id] = tentative
+    transaction.on_commit(tentative.marker)
+
+
+def _cached(run_id: uuid.UUID) -> Any:
+    """The scope's entry for the run (None when none or when a rollback voided it)."""
+    cache = _scope.get()
+    if cache is None:
+        return None
+    entry = cache.get(run_id)
+    if isinstance(entry, _Tentative):
+        if entry.alive():
+            return entry.key
+        del cache[run_id]
+        return None
+    return entry
 
 
 def _from_row(run_id: uuid.UUID, wrapped: Any, destroyed_at: Any) -> Any:
@@ -124,9 +171,9 @@ def _read(run_id: uuid.UUID) -> Any:
     """The run's cipher, ``_DESTROYED``, or None when it has no key row."""
     from core.models import DataKey
 
-    cache = _scope.get()
-    if cache is not None and run_id in cache:
-        return cache[run_id]
+    cached = _cached(run_id)
+    if cached is not None:
+        return cached
     row = DataKey.objects.filter(run_id=run_id).values_list("wrapped", "destroyed_at").first()
     if row is None:
         return None
@@ -154,7 +201,7 @@ def _insert(run_id: uuid.UUID) -> AESGCM | None:
     if not inserted:
         return None
     key = AESGCM(dek)
-    _remember(run_id, key)
+    _remember_new(run_id, key)
     return key
 
 
@@ -182,7 +229,7 @@ def datakeys_prefetch(run_ids: Iterable[Any]) -> None:
     cache = _scope.get()
     if cache is None:
         return
-    wanted = {_uuid(r) for r in run_ids if r} - cache.keys()
+    wanted = {r for r in (_uuid(r) for r in run_ids if r) if _cached(r) is None}
     if not wanted:
         return
     rows = DataKey.objects.filter(run_id__in=wanted).values_list(

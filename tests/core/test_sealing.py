@@ -128,3 +128,17 @@ def test_an_erasure_in_a_scope_is_seen_by_the_same_scope() -> None:
         assert unseal(sealed, label="x") == SECRET
         datakeys_destroy([run])
         assert is_erased(unseal(sealed, label="x"))
+
+
+def test_a_key_made_in_a_rolled_back_savepoint_is_not_used_again() -> None:
+    from django.db import transaction
+
+    run = uuid.uuid4()
+    with datakey_scope():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            seal(run, {"a": 1}, label="x")  # makes the run's key, then the savepoint rolls back
+            raise RuntimeError
+        assert not DataKey.objects.filter(run_id=run).exists()
+        later = seal(run, {"b": 2}, label="x")  # a new key, stored this time
+    assert DataKey.objects.filter(run_id=run).exists()
+    assert unseal(later, label="x") == {"b": 2}
