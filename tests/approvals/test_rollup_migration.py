@@ -22,16 +22,36 @@ def migrate(targets: list[tuple[str, str]]) -> None:
     MigrationExecutor(connection).migrate(targets)
 
 
+def approvals_as_of(target: list[tuple[str, str]], count: int = 1, **attrs) -> None:
+    """Approvals (and their runs) written as the schema of ``target`` stood: through its
+    historical models, so columns added since (and fields sealed since) play no part."""
+    state = MigrationExecutor(connection).loader.project_state(target).apps
+    for _ in range(count):
+        approval = ApprovalFactory.build(**attrs)
+        for row in (approval.run, approval):
+            model = state.get_model(row._meta.label)
+            names = {f.attname for f in model._meta.concrete_fields}
+            model.objects.create(
+                **{
+                    f.attname: getattr(row, f.attname)
+                    for f in row._meta.concrete_fields
+                    if f.attname in names
+                }
+            )
+
+
 def test_approvals_decided_before_the_upgrade_are_counted_by_the_migration(bob):
     migrate(BEFORE)
     try:
-        ApprovalFactory.create_batch(
+        approvals_as_of(
+            BEFORE,
             3,
             status=ApprovalRequest.Status.APPROVED,
             decided_by=bob,
             decided_after=dt.timedelta(minutes=2),
+            run__requested_by=bob,
         )
-        ApprovalFactory()  # pending: not a decision
+        approvals_as_of(BEFORE, run__requested_by=bob)  # pending: not a decision
         MetricsCount.objects.all().delete()  # the factory writes no rollups; be sure of it
 
         migrate(AFTER)
@@ -45,10 +65,12 @@ def test_approvals_decided_before_the_upgrade_are_counted_by_the_migration(bob):
 def test_approvals_pending_before_the_upgrade_are_counted_by_the_migration(alice):
     from approvals.rollup_models import PendingApprovalCount
 
-    migrate([("approvals", "0017_h2_run_status_counts")])
+    before = [("approvals", "0017_h2_run_status_counts")]
+    migrate(before)
     try:
-        ApprovalFactory.create_batch(2, escalated=True)  # pending
-        ApprovalFactory(status=ApprovalRequest.Status.REJECTED)  # closed: not counted
+        approvals_as_of(before, 2, escalated=True, run__requested_by=alice)  # pending
+        # closed: not counted
+        approvals_as_of(before, status=ApprovalRequest.Status.REJECTED, run__requested_by=alice)
 
         migrate([("approvals", "0018_h6_pending_approval_counts")])
     finally:
