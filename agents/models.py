@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.sealed_fields import SealedJSONField, SealedTextField
+
 
 class EffectQuerySet(models.QuerySet):
     def delete(self):
@@ -29,7 +31,8 @@ class Effect(models.Model):
 
     Append-only like the audit trail: a row is never deleted (that would re-arm the effect),
     and its key, run, tool, args and fingerprint never change; the database refuses both
-    (migration 0004). Only the outcome (status, result, error, attempts) moves on.
+    (migration 0004). Only the outcome (status, result, error, attempts) moves on. Args,
+    result and error are sealed: an ``update()`` takes them only from ``effect_fields_seal``.
     """
 
     class Status(models.TextChoices):
@@ -44,11 +47,13 @@ class Effect(models.Model):
     key = models.CharField(max_length=200, unique=True)
     run = models.ForeignKey("approvals.AgentRun", on_delete=models.PROTECT, related_name="effects")
     tool = models.CharField(max_length=100)
-    args = models.JSONField(default=dict)
+    # Personal data, sealed under the run's data key (core/sealing.py); the fingerprint is the
+    # sha256 of the plaintext args, so a retry with the same args still matches.
+    args = SealedJSONField(default=dict, run_attr="run_id")
     args_fingerprint = models.CharField(max_length=64)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.CLAIMED)
-    result = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
+    result = SealedJSONField(default=dict, blank=True, run_attr="run_id")
+    error = SealedTextField(blank=True, run_attr="run_id")
     attempts = models.PositiveIntegerField(default=0)
     # A compensation is an effect of its own (key "<key>:compensate") pointing at what it undoes.
     compensates = models.OneToOneField(

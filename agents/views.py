@@ -34,6 +34,7 @@ from audit.models import AuditEvent
 from audit.selectors import event_filter
 from core.errors import ApplicationError
 from core.pagination import keyset_page
+from core.sealing import is_erased
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,10 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
         "history": history,
         "history_error": history_error,
         "approvals": run_approvals(run=run),
-        "effects": [{"effect": e, "sandbox": e.key in sandbox_keys} for e in effects],
+        "effects": [
+            {"effect": e, "sandbox": e.key in sandbox_keys, "erased": _effect_erased(e)}
+            for e in effects
+        ],
         "sandbox": sandbox,
         "events": event_filter(AuditEvent.objects.all(), filters={"run": run.pk}).order_by("seq"),
         "may_cancel": not run.is_terminal and user_may_cancel(user=request.user, run=run),
@@ -148,6 +152,11 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
         "retention_notice": _retention_notice(run),
     }
     return render(request, "agents/run_detail.html", context)
+
+
+def _effect_erased(effect: Any) -> bool:
+    """Its run's data key was destroyed: args, result and error read as erased."""
+    return any(is_erased(v) for v in (effect.args, effect.result, effect.error))
 
 
 def _retention_notice(run: AgentRun) -> str:

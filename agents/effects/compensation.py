@@ -90,7 +90,8 @@ def run_compensate(*, run_id: str) -> list[Effect]:
         try:
             compensation = effect_compensate(effect=effect)
         except (ToolError, LedgerError) as exc:  # an undo in doubt waits for its settlement
-            logger.warning("compensation of %s failed: %s", effect.key, exc)
+            # The type only: the message may quote the run's data (the effect holds it, sealed).
+            logger.warning("compensation of %s failed: %s", effect.key, type(exc).__name__)
             failed.append(effect.key)
             continue
         if compensation is not None:

@@ -35,7 +35,7 @@ from agents.effects.errors import (
 )
 from agents.effects.fence import fence, fence_check
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
-from agents.effects.rows import effect_mark
+from agents.effects.rows import effect_fields_seal, effect_mark
 from agents.effects.timing import already_done, deferred_before, run_config_value, short_of_time
 from agents.effects.tracing import tool_call_done, tool_call_span
 from agents.models import Effect, Settlement
@@ -202,7 +202,10 @@ def _call(
                     _fail(effect, exc, attempts=attempts, args=args)
                 raise
             delay = _backoff_delay(attempts)
-            logger.warning("effect %s: %s; retry %d in %.2fs", key, exc, attempts, delay)
+            # The exception's type only: its message may quote the run's data (never logged).
+            logger.warning(
+                "effect %s: %s; retry %d in %.2fs", key, type(exc).__name__, attempts, delay
+            )
             time.sleep(delay)
         else:
             return _succeed(effect, _json(result), attempts=attempts, args=args)
@@ -371,7 +374,10 @@ def _finish(
     tool_call_done("error" if status == Effect.Status.FAILED else str(status), attempts=attempts)
     with transaction.atomic(durable=True):
         updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
-            status=status, attempts=F("attempts") + attempts, updated_at=timezone.now(), **fields
+            status=status,
+            attempts=F("attempts") + attempts,
+            updated_at=timezone.now(),
+            **effect_fields_seal(effect, fields),
         )
         if updated:
             event_record(

@@ -49,8 +49,11 @@ def effect_reconcile(effect: Effect, spec: ToolSpec | None = None) -> Outcome:
         return "unknown"
     try:
         found = spec.lookup(effect.key)
-    except Exception:  # noqa: BLE001 - the downstream is down: try again on the next pass
-        logger.warning("lookup of %s failed; it stays %s", effect.key, effect.status, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - the downstream is down: try again on the next pass
+        # The type only, no traceback: the message may quote the run's data.
+        logger.warning(
+            "lookup of %s failed (%s); it stays %s", effect.key, type(exc).__name__, effect.status
+        )
         return "unknown"
     if found is not None:
         _settle(effect, status=Effect.Status.SUCCEEDED, fields={"result": found}, found=True)

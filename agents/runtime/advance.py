@@ -54,6 +54,7 @@ from approvals.services import run_transitions_fenced
 from audit.services import event_record
 from core.logcontext import run_log_context, run_log_thread_set
 from core.prometheus import advance_observe
+from core.sealing import datakey_scope
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,12 @@ def run_advance(*, run_id: Any) -> str:
     """Move the run as far as it can go now. Returns what happened (for logs and tests).
 
     Every line logged meanwhile carries the run's and thread's ids (core/logcontext.py); the
-    advance's duration is observed by outcome (core/prometheus.py: memory, no query)."""
+    advance's duration is observed by outcome (core/prometheus.py: memory, no query). Its
+    sealed values share one key cache (core/sealing.py): one key read per advance, not one per
+    value; it ends with the advance, so an erasure meanwhile holds from the next one."""
     started = time.monotonic()
     outcome = "failed: raised"
-    with run_log_context(run_id=run_id):
+    with run_log_context(run_id=run_id), datakey_scope():
         try:
             outcome = _run_advance(run_id=run_id)
             return outcome

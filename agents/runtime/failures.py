@@ -101,12 +101,16 @@ def _failure_record(run: AgentRun, exc: Exception) -> str:
     error = f"{type(exc).__name__}: {exc}"
     detail = "".join(traceback.format_exception(exc))[-4000:]
     retryable = is_retryable(exc) and not isinstance(exc, BudgetExceeded)
-    log.warning("run %s failed (%s): %s", run.pk, "retryable" if retryable else "final", error)
+    # The message may quote the run's data (a tool's answer, its args): it goes to the run's
+    # sealed error and the audit trail, never to the log or the task's result (both kept in
+    # the clear, outside erasure): those name the exception's type and the run only.
+    kind = type(exc).__name__
+    log.warning("run %s failed (%s): %s", run.pk, "retryable" if retryable else "final", kind)
     if retryable and run.failure_count + 1 < settings.RUN_MAX_FAILURES:
         delay = backoff_seconds(run.failure_count + 1)
         approval_services.run_record_failure(run=run, error=error, retry_in=delay)
         _enqueue_later(run.pk, delay)
-        return f"retrying in {delay:.1f}s: {error}"
+        return f"retrying in {delay:.1f}s: {kind} (run {run.pk})"
     dead = retryable or not isinstance(exc, BudgetExceeded)
     _escalate(
         run,
@@ -116,7 +120,7 @@ def _failure_record(run: AgentRun, exc: Exception) -> str:
         failures=run.failure_count + 1,
         retryable=retryable,
     )
-    return f"{'dead' if dead else 'failed'}: {error}"
+    return f"{'dead' if dead else 'failed'}: {kind} (run {run.pk})"
 
 
 def _escalate(
@@ -160,7 +164,7 @@ def recovery_record(run: AgentRun) -> str | None:
         f"(last held by {previous}); a step may outlast the task timeout"
     )
     _escalate(run, error=error, detail="", dead=True, failures=run.failure_count, retryable=True)
-    return f"dead: {error}"
+    return f"dead: WorkerDied (run {run.pk})"
 
 
 def _enqueue_later(run_id: Any, delay: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.sites import site
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.test import RequestFactory
 
 from agents.models import Effect
@@ -66,3 +67,22 @@ def test_the_admin_shows_effects_read_only(effect, admin):
     assert not model_admin.has_delete_permission(request, effect)
     assert not model_admin.has_change_permission(request, effect)
     assert not model_admin.has_add_permission(request)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sealing_migration_leaves_the_ledger_append_only(alice):
+    """agents 0010 seals args, result and error in the model state only: a database AlterField
+    would make SQLite rebuild agents_effect, and the rebuilt table would have no triggers."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("agents", "0009_h14_retention")])
+    try:
+        MigrationExecutor(connection).migrate([("agents", "0010_h14_seal_effects")])
+    finally:
+        MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())
+    effect = EffectFactory(run__requested_by=alice, status=Effect.Status.SUCCEEDED)
+    for column, value in [("args", '{"amount": 1000}'), ("key", "another-key")]:
+        with pytest.raises(REFUSED):
+            _sql(f"UPDATE agents_effect SET {column} = %s WHERE id = %s", [value, effect.pk])
+    with pytest.raises(REFUSED):
+        _sql("DELETE FROM agents_effect WHERE id = %s", [effect.pk])
+    assert Effect.objects.get(pk=effect.pk).args == {"amount": 1}

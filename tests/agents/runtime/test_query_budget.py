@@ -38,8 +38,11 @@ INCIDENT = {"service": "checkout", "signal": "5xx above 5%", "severity": "sev3"}
 # (docs/benchmarks.md, "One run in-process"); then 97; now 79 (start 4, to waiting 23, decide
 # 17, to completed 35). The whole run also counts this test's two reads (the approval to
 # decide, the run at the end): 81, exactly; its phases leave no room either.
-RUN_BUDGET = 81
-PHASE_BUDGET = {"start": 4, "to waiting": 23, "to completed": 35}
+# Sealing the effect's args and result (core/sealing.py) adds two to "to completed": the
+# run's data key, made by the effect's first seal (the read that finds none, the insert);
+# the advance's key scope serves every later seal from memory. Now 83 and 37.
+RUN_BUDGET = 83
+PHASE_BUDGET = {"start": 4, "to waiting": 23, "to completed": 37}
 
 
 @pytest.fixture
