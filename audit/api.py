@@ -15,9 +15,9 @@ from rest_framework.views import APIView
 
 from audit.exports import CONTENT_TYPES, export_filename, export_stream
 from audit.forms import DATE_MAX, DATE_MIN, FILTER_FIELDS, filter_form
+from audit.manifests import export_start
 from audit.models import AuditEvent, AuditExport
 from audit.selectors import event_list, user_may_read, user_sees_all
-from audit.services import export_start
 from audit.verify import chain_verify_db
 from core.pagination import ApiCursorPagination
 from core.rest import ErrorSerializer, blank_or, page_parameters, paginated

@@ -14,8 +14,9 @@ from audit.canonical import canonical_json
 from audit.fast_bytes import AVAILABLE as FAST_AVAILABLE
 from audit.fast_bytes import event_line
 from audit.fast_json import json_plain, text_parse
+from audit.manifests import export_complete
 from audit.models import AuditExport
-from audit.services import CHAIN_VERSION, HASHED_FIELDS, export_complete, hashed_row
+from audit.services import CHAIN_VERSION, HASHED_FIELDS, hashed_row
 from audit.verify import JSONL_FORMAT, digest_start
 
 CSV_FORMAT = "audit-csv/1"
