@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from audit.canonical import canonical_parse, canonical_text
+from audit.canonical import CanonicalError, canonical_parse, canonical_text
 from core.keyring import SealedValueError
 from core.sealing import (
     ERASED_LABEL,
@@ -53,7 +53,11 @@ def data_with_private(
         for key, value in private.items():
             if type(key) is not str:
                 raise TypeError(f"private audit keys are strings, not {type(key).__name__}")
-            plaintext = canonical_text(value).encode("utf-8")
+            try:
+                plaintext = canonical_text(value).encode("utf-8")
+            except CanonicalError:
+                canonical_text({"data": {key: value}})  # the same refusal, its path from data
+                raise
             # An exact dict: canonical_text's orjson fast path takes exact types only.
             merged[key] = {MARKER: token_seal(run_id, plaintext, label=private_label(key))}
     return merged
