@@ -17,6 +17,7 @@ from agents.services import run_start
 from approvals.models import AgentRun
 from audit.models import AuditEvent
 from audit.verify import chain_verify_db
+from core.sealing import datakey_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,8 +59,10 @@ def test_an_effect_is_claimed_and_settled_in_two_transactions_without_reading_th
 ):
     lease.lease_acquire(run_id=run.id, owner="worker-1")
     monkeypatch.setattr(ledger, "_lease_owner", lambda: "worker-1")
-    # BEGIN, the fenced INSERT, its event, COMMIT; the call; BEGIN, UPDATE, its event, COMMIT.
-    with django_assert_num_queries(8):
+    # BEGIN, the fenced INSERT, its event, COMMIT; the call; BEGIN, UPDATE, its event, COMMIT;
+    # and the run's data key, read once in the task's key scope to seal the events' args and
+    # result (audit.private).
+    with django_assert_num_queries(9), datakey_scope():
         assert _execute(run) == {"ok": True}
     assert calls == [f"{run.id}:k"]
     assert Effect.objects.get(key=f"{run.id}:k").status == "succeeded"
