@@ -368,13 +368,7 @@ def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, 
 
 
 def _finish(
-    effect: Effect,
-    *,
-    status: str,
-    fields: dict[str, Any],
-    attempts: int,
-    data: dict[str, Any],
-    private: dict[str, Any],
+    effect: Effect, *, status: str, fields: dict[str, Any], attempts: int, data: dict, private: dict
 ) -> bool:
     """Move a claimed effect to its outcome and audit it, once (a conditional update; the
     event's ``private`` data sealed under the run's key). Returns whether this call moved it."""
