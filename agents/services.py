@@ -246,7 +246,8 @@ def effect_settle(
             update={**update, "settlement": outcome, "settled_by": name},
             action="effect.settled",
             actor=user,
-            data={"outcome": outcome, "note": note, "was": effect.status},
+            data={"outcome": outcome, "was": effect.status},
+            private={"note": note},
         )
         if not moved:
             raise SettleRefused("Someone settled it first.", errors={"outcome": "settled"})

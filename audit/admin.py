@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin
+from django.utils.html import format_html
 
 from audit.models import AuditEvent, AuditExport
+from audit.private import event_data_open
 
 
 class _ReadOnlyAdmin(admin.ModelAdmin):
@@ -25,6 +29,13 @@ class AuditEventAdmin(_ReadOnlyAdmin):
     search_fields = ("actor", "actor_username", "action", "tool")
     ordering = ("-seq",)
     show_full_result_count = False
+    readonly_fields = ("opened_data",)
+
+    @admin.display(description="Data (opened)")
+    def opened_data(self, event: AuditEvent) -> str:
+        """The record as a reader sees it: sealed keys opened, or "erased"."""
+        text = json.dumps(event_data_open(event), indent=2, sort_keys=True, ensure_ascii=False)
+        return format_html("<pre>{}</pre>", text)
 
 
 @admin.register(AuditExport)

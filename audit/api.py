@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
@@ -15,9 +20,10 @@ from rest_framework.views import APIView
 
 from audit.exports import CONTENT_TYPES, export_filename, export_stream
 from audit.forms import DATE_MAX, DATE_MIN, FILTER_FIELDS, filter_form
+from audit.manifests import export_start
 from audit.models import AuditEvent, AuditExport
+from audit.private import events_data_open
 from audit.selectors import event_list, user_may_read, user_sees_all
-from audit.services import export_start
 from audit.verify import chain_verify_db
 from core.pagination import ApiCursorPagination
 from core.rest import ErrorSerializer, blank_or, page_parameters, paginated
@@ -42,6 +48,16 @@ FILTER_PARAMETERS = [
     )
     for name in FILTER_FIELDS
 ]
+OPEN_PARAMETER = OpenApiParameter(
+    "open",
+    {"type": "string", "enum": ["", "0", "1", "false", "true"]},
+    description=(
+        "1: each event also carries its data with sealed personal values opened, or "
+        '"erased" (JSONL key "opened", format audit-jsonl/3; CSV column data_opened). The '
+        "hashed fields stay as stored, so the file verifies either way."
+    ),
+)
+_OPEN_VALUES = {"": False, "0": False, "false": False, "1": True, "true": True}
 AUDIT_PAGE_SIZE, AUDIT_MAX_PAGE_SIZE = 50, 500
 LIST_PARAMETERS = [
     *FILTER_PARAMETERS,
@@ -66,6 +82,13 @@ class AuditEventListApi(APIView):
 
     @extend_schema_serializer(component_name="AuditEvent")
     class OutputSerializer(serializers.ModelSerializer):
+        # The record as a reader sees it: sealed keys opened, or "erased" (audit.private).
+        data = serializers.SerializerMethodField()
+
+        @extend_schema_field({"type": "object", "additionalProperties": True})
+        def get_data(self, event: AuditEvent) -> dict:
+            return self.context["opened"][event.seq]
+
         class Meta:
             model = AuditEvent
             fields = (
@@ -99,7 +122,9 @@ class AuditEventListApi(APIView):
             ordering="-seq", page_size=AUDIT_PAGE_SIZE, max_page_size=AUDIT_MAX_PAGE_SIZE
         )
         page = paginator.paginate_queryset(events, request, view=self)
-        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+        opened = dict(zip((e.seq for e in page), events_data_open(page), strict=True))
+        output = self.OutputSerializer(page, many=True, context={"opened": opened})
+        return paginator.get_paginated_response(output.data)
 
 
 class AuditVerifyApi(APIView):
@@ -145,9 +170,16 @@ class _AuditExportApi(APIView):
             raise PermissionDenied("Only compliance and admins may export the audit trail.")
         # Every filter is validated before the manifest exists: a refused request leaves none.
         form = _filters(request)
+        opened = _OPEN_VALUES.get(request.query_params.get("open", "").strip().lower())
+        if opened is None:
+            raise ValidationError({"open": "Use 1 (open the sealed values) or 0."})
         events = event_list(user=request.user, filters=form.cleaned_data)
         export = export_start(
-            user=request.user, format=self.export_format, filters=form.filters(), request=request
+            user=request.user,
+            format=self.export_format,
+            filters=form.filters(),
+            opened=opened,
+            request=request,
         )
         response = StreamingHttpResponse(
             export_stream(export=export, events=events),
@@ -164,7 +196,7 @@ def _export_schema(export_format: str, operation_id: str):
     media_type = CONTENT_TYPES[export_format].split(";")[0]
     return extend_schema(
         operation_id=operation_id,
-        parameters=FILTER_PARAMETERS,
+        parameters=[*FILTER_PARAMETERS, OPEN_PARAMETER],
         responses={
             (200, media_type): OpenApiTypes.BINARY,
             (400, "application/json"): ErrorSerializer,

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from audit.canonical import canonical_parse
 from audit.models import AuditEvent
+from audit.private import data_with_private
 from audit.services import (
     CHAIN_VERSION,
     _actor_fields,
@@ -28,10 +29,11 @@ from audit.services import (
     record_hash,
     record_text,
 )
+from core.sealing import datakey_scope_ensure, datakeys_prefetch
 
 # The keys an event may have (event_record's arguments without ``request``: batches are the
 # system's own events, which carry no client address).
-_KEYS = frozenset({"action", "actor", "run_id", "approval_id", "tool", "data"})
+_KEYS = frozenset({"action", "actor", "run_id", "approval_id", "tool", "data", "private"})
 
 
 def events_record(events: list[Mapping[str, Any]]) -> list[AuditEvent]:
@@ -46,9 +48,16 @@ def events_record(events: list[Mapping[str, Any]]) -> list[AuditEvent]:
     block = contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic()
     rows: list[AuditEvent] = []
     with block:
+        # Sealed before the chain's lock is taken, the runs' keys read in one query.
+        with datakey_scope_ensure():
+            datakeys_prefetch(e.get("run_id") for e in events if e.get("private") is not None)
+            datas = [
+                data_with_private(e.get("data"), run_id=e.get("run_id"), private=e.get("private"))
+                for e in events
+            ]
         seq, prev_hash = _head_locked()
         at = timezone.now()
-        for event in events:
+        for event, data in zip(events, datas, strict=True):
             label, user_id, username = _actor_fields(event.get("actor"))
             run_id = event.get("run_id")
             approval_id = event.get("approval_id")
@@ -63,7 +72,7 @@ def events_record(events: list[Mapping[str, Any]]) -> list[AuditEvent]:
                 run_id=uuid.UUID(str(run_id)) if run_id else None,
                 approval_id=int(approval_id) if approval_id is not None else None,
                 tool=event.get("tool") or "",
-                data=event.get("data") or {},
+                data=data,
                 ip=None,
                 user_agent="",
                 prev_hash=prev_hash,

@@ -83,6 +83,8 @@ class AuditExport(models.Model):
     # The chain head when the export started; the file holds only events up to it.
     head_seq = models.BigIntegerField()
     head_hash = models.CharField(max_length=64)
+    # The file also carries each event's data with its sealed keys opened (compliance's choice).
+    opened = models.BooleanField(default=False)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.STREAMING)
     row_count = models.BigIntegerField(null=True, blank=True)
     first_seq = models.BigIntegerField(null=True, blank=True)

@@ -18,7 +18,8 @@ from django.utils.module_loading import import_string
 
 from audit import append
 from audit.canonical import canonical_json, canonical_parse, canonical_text, sha256_hex
-from audit.models import AuditEvent, AuditExport
+from audit.models import AuditEvent
+from audit.private import data_with_private
 
 GENESIS_HASH = "0" * 64
 # New events are version 2: hash = sha256(prev_hash + canonical), canonical = the RFC 8785 text
@@ -181,10 +182,13 @@ def event_record(
     approval_id: int | None = None,
     tool: str = "",
     data: dict[str, Any] | None = None,
+    private: Mapping[str, Any] | None = None,
     request: Any = None,
 ) -> AuditEvent:
-    """Append one event to the chain, in the caller's transaction."""
+    """Append one event to the chain, in the caller's transaction. ``private``: personal data,
+    each value sealed under the run's data key and merged into ``data`` (audit.private)."""
     label, user_id, username = _actor_fields(actor)
+    data = data_with_private(data, run_id=run_id, private=private)
     ip = None
     user_agent = ""
     if request is not None:
@@ -211,7 +215,7 @@ def event_record(
             run_id=uuid.UUID(str(run_id)) if run_id else None,
             approval_id=int(approval_id) if approval_id is not None else None,
             tool=tool or "",
-            data=data or {},
+            data=data,
             ip=ip,
             user_agent=user_agent,
             prev_hash=prev_hash,
@@ -299,85 +303,6 @@ def events_seed(
             if batch:
                 cursor.executemany(sql, batch)
     return seq
-
-
-# --- exports ---------------------------------------------------------------------------------
-
-
-def export_start(
-    *, user: Any, format: str, filters: Mapping[str, str], request: Any = None
-) -> AuditExport:
-    """Open an export's manifest at the current chain head and audit it ("export.created")."""
-    with transaction.atomic():
-        _lock_head()
-        head_seq, head_hash = _head()
-        export = AuditExport.objects.create(
-            created_at=timezone.now(),
-            created_by=user,
-            created_by_label=user.get_username(),
-            format=format,
-            filters=dict(filters),
-            head_seq=head_seq,
-            head_hash=head_hash,
-        )
-        event_record(
-            action="export.created",
-            actor=user,
-            data={
-                "export_id": export.pk,
-                "format": format,
-                "filters": dict(filters),
-                "head_seq": head_seq,
-                "head_hash": head_hash,
-            },
-            request=request,
-        )
-    return export
-
-
-def export_complete(
-    *,
-    export: AuditExport,
-    row_count: int,
-    first_seq: int | None,
-    last_seq: int | None,
-    digest: str,
-    file_sha256: str,
-) -> AuditExport:
-    """Fill the manifest once the file is written and put its digests in the chain."""
-    with transaction.atomic():
-        export.row_count = row_count
-        export.first_seq = first_seq
-        export.last_seq = last_seq
-        export.digest = digest
-        export.file_sha256 = file_sha256
-        export.status = AuditExport.Status.COMPLETE
-        export.completed_at = timezone.now()
-        export.save(
-            update_fields=[
-                "row_count",
-                "first_seq",
-                "last_seq",
-                "digest",
-                "file_sha256",
-                "status",
-                "completed_at",
-            ]
-        )
-        event_record(
-            action="export.completed",
-            actor=export.created_by or f"system:export-{export.pk}",
-            data={
-                "export_id": export.pk,
-                "format": export.format,
-                "row_count": row_count,
-                "first_seq": first_seq,
-                "last_seq": last_seq,
-                "digest": digest,
-                "file_sha256": file_sha256,
-            },
-        )
-    return export
 
 
 # --- access ----------------------------------------------------------------------------------

@@ -33,9 +33,13 @@ from audit.services import (
     record_hash,
 )
 
-# Files of version 1 hold only chain version 1 lines; version 2 files may hold both kinds.
+# Files of version 1 hold only chain version 1 lines; version 2 files may hold both kinds;
+# version 3 files are version 2 files whose event lines also carry "opened" (each event's data
+# with its sealed keys opened, or "erased"): outside the hash, ignored here.
 JSONL_FORMAT = "audit-jsonl/2"
-JSONL_FORMATS = ("audit-jsonl/1", JSONL_FORMAT)
+JSONL_FORMAT_OPENED = "audit-jsonl/3"
+JSONL_FORMATS = ("audit-jsonl/1", JSONL_FORMAT, JSONL_FORMAT_OPENED)
+OPENED_KEY = "opened"
 EVENT_KEYS = frozenset((*HASHED_FIELDS, "record", "prev_hash", "hash"))
 # A chain version 2 line adds the stored text it was hashed over, and its chain_version.
 EVENT_KEYS_V2 = EVENT_KEYS | {"chain_version", "canonical"}
@@ -315,6 +319,8 @@ def export_file_verify(lines: Iterable[bytes | str]) -> tuple[VerifyResult, dict
         if kind == "summary":
             summary = record
             continue
+        if header["format"] == JSONL_FORMAT_OPENED and isinstance(record, dict):
+            record.pop(OPENED_KEY, None)  # a reading aid, not part of what was hashed
         problem, at_seq = _line_problem(record, kind=kind, line_no=line_no)
         if problem:
             return result.fail(seq=at_seq, reason=problem), info

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from audit.forms import filter_form
+from audit.private import event_data_open
 from audit.selectors import (
     event_get_visible,
     event_list_page,
@@ -77,7 +78,8 @@ def event_detail(request: HttpRequest, seq: int) -> HttpResponse:
     event = event_get_visible(user=request.user, seq=seq)
     if event is None:
         raise Http404("No such event, or not yours to see.")
-    data = event.data if isinstance(event.data, dict) else {"value": event.data}
+    opened = event_data_open(event)  # sealed keys opened, or "erased"
+    data = opened if isinstance(opened, dict) else {"value": opened}
     return render(request, "audit/event.html", {"event": event, "data_items": sorted(data.items())})
 
 

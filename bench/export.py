@@ -60,8 +60,8 @@ def child_export() -> None:
     from django.contrib.auth.models import User
 
     from audit.exports import export_stream
+    from audit.manifests import export_start
     from audit.models import AuditEvent
-    from audit.services import export_start
 
     user, _ = User.objects.get_or_create(username="bench-compliance", is_superuser=True)
     export = export_start(user=user, format="jsonl", filters={})

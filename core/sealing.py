@@ -269,6 +269,17 @@ def datakey_scope() -> Iterator[None]:
         _scope.reset(token)
 
 
+@contextlib.contextmanager
+def datakey_scope_ensure() -> Iterator[None]:
+    """The current key cache for the block, or a new one when no scope is open (several values
+    of one run sealed together then read its key once)."""
+    if _scope.get() is not None:
+        yield
+        return
+    with datakey_scope():
+        yield
+
+
 def scoped(fn: F) -> F:
     """A task function whose reads share one key cache."""
 

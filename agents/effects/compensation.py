@@ -56,9 +56,8 @@ def effect_compensate(*, effect: Effect) -> Effect | None:
         data={
             "compensation_key": comp_key,
             "compensation_tool": spec.compensate_with,
-            "args": comp_args,
-            "result": compensation.result,
         },
+        private={"args": comp_args, "result": compensation.result},
     )
     effect.refresh_from_db()
     return compensation

@@ -267,7 +267,8 @@ def _claim(
                 run_id=run_id,
                 approval_id=approval_id,
                 tool=tool,
-                data={"key": key, "args": args, "args_fingerprint": fingerprint},
+                data={"key": key, "args_fingerprint": fingerprint},
+                private={"args": args},
             )
             return effect, True
     except IntegrityError:
@@ -337,7 +338,8 @@ def _succeed(
         status=Effect.Status.SUCCEEDED,
         fields={"result": result},
         attempts=attempts,
-        data={"args": args, "result": result, "approval_id": effect.approval_id},
+        data={"approval_id": effect.approval_id},
+        private={"args": args, "result": result},
     ):
         return result  # what this call stored
     # Someone else finished the row first: theirs is the stored result.
@@ -351,7 +353,8 @@ def _in_doubt(effect: Effect, exc: BaseException, *, attempts: int, args: dict[s
         status=Effect.Status.IN_DOUBT,
         fields={"error": f"{type(exc).__name__}: {exc}"},
         attempts=attempts,
-        data={"args": args, "error": str(exc)},
+        data={},
+        private={"args": args, "error": str(exc)},
     )
 
 
@@ -362,15 +365,16 @@ def _fail(effect: Effect, exc: BaseException, *, attempts: int, args: dict[str, 
         status=Effect.Status.FAILED,
         fields={"error": error},
         attempts=attempts,
-        data={"args": args, "error": error, "retryable": isinstance(exc, call_transient_errors())},
+        data={"retryable": isinstance(exc, call_transient_errors())},
+        private={"args": args, "error": error},
     )
 
 
 def _finish(
-    effect: Effect, *, status: str, fields: dict[str, Any], attempts: int, data: dict[str, Any]
+    effect: Effect, *, status: str, fields: dict[str, Any], attempts: int, data: dict, private: dict
 ) -> bool:
-    """Move a claimed effect to its outcome and audit it, once (a conditional update).
-    Returns whether this call moved it."""
+    """Move a claimed effect to its outcome and audit it, once (a conditional update; the
+    event's ``private`` data sealed under the run's key). Returns whether this call moved it."""
     tool_call_done("error" if status == Effect.Status.FAILED else str(status), attempts=attempts)
     with transaction.atomic(durable=True):
         updated = Effect.objects.filter(pk=effect.pk, status=Effect.Status.CLAIMED).update(
@@ -387,6 +391,7 @@ def _finish(
                 approval_id=effect.approval_id,
                 tool=effect.tool,
                 data={"key": effect.key, "tool": effect.tool, **data, "attempts": attempts},
+                private=private,
             )
     return bool(updated)
 

@@ -93,7 +93,8 @@ def effect_escalate(effect: Effect, *, reason: str) -> bool:
         update={"escalated_at": timezone.now(), "tier": tier},
         action="effect.escalated",
         actor=ACTOR,
-        data={"args": effect.args, "status": effect.status, "reason": reason, "tier": tier},
+        data={"status": effect.status, "reason": reason, "tier": tier},
+        private={"args": effect.args},
     )
 
 
@@ -166,8 +167,8 @@ def _settle(effect: Effect, *, status: str, fields: dict[str, Any], found: bool)
             "was": effect.status,
             "now": status,
             "downstream_acted": found,
-            **({"result": fields["result"]} if found else {}),
         },
+        private={"result": fields["result"]} if found else None,
     )
     effect.refresh_from_db()
     if moved:

@@ -39,10 +39,12 @@ def effect_mark(
     action: str,
     actor: str,
     data: dict[str, Any],
+    private: dict[str, Any] | None = None,
 ) -> bool:
     """Apply ``update`` to the effect if it still matches ``where`` (so two workers cannot both
     move it), and record ``action`` in the same transaction (invariant 3). Returns whether it
-    moved. ``updated_at`` moves with it: the quiet period of a call in flight counts from it."""
+    moved. ``updated_at`` moves with it: the quiet period of a call in flight counts from it.
+    ``private``: the event's personal data (args, results, errors), sealed under the run's key."""
     with transaction.atomic():
         moved = Effect.objects.filter(pk=effect.pk, **where).update(
             **{"updated_at": timezone.now(), **effect_fields_seal(effect, update)}
@@ -55,5 +57,6 @@ def effect_mark(
                 approval_id=effect.approval_id,
                 tool=effect.tool,
                 data={"key": effect.key, "tool": effect.tool, **data},
+                private=private,
             )
     return bool(moved)

@@ -323,7 +323,8 @@ def _compensate_cancelled(run: AgentRun) -> str:
                 action="run.escalated",
                 actor=f"agent:{run.pk}",
                 run_id=run.pk,
-                data={"error": f"compensation failed: {exc}", "keys": exc.failed},
+                data={"keys": exc.failed},
+                private={"error": f"compensation failed: {exc}"},
             )
         # Handed to a person; an effect of it that is settled later wakes the run again.
         return f"cancelled: {len(exc.compensated)} compensated, {len(exc.failed)} not yet: {exc}"

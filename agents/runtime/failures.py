@@ -135,11 +135,9 @@ def _escalate(
             action="run.escalated",
             actor=f"agent:{run.pk}",
             run_id=run.pk,
-            data={
+            data={"failures": failures, "retryable": retryable, "agent": run.agent},
+            private={
                 "error": error,
-                "failures": failures,
-                "retryable": retryable,
-                "agent": run.agent,
                 "input": run.input,
                 **({"traceback": detail} if detail else {}),
             },

@@ -84,11 +84,8 @@ def version_resolve(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, 
                 action="run.migrated",
                 actor=f"agent:{run.id}",
                 run_id=run.id,
-                data={
-                    "from_version": state_version,
-                    "to_version": current.version,
-                    "update": stored,
-                },
+                data={"from_version": state_version, "to_version": current.version},
+                private={"update": stored},
             )
         run.graph_version = current.version
         run.pending_migration = stored

@@ -144,14 +144,12 @@ def approval_decide(
             data={
                 "decision": decision,
                 "round": locked.quorum_round,
-                "args": resume_args,
                 "payload_hash": locked.payload_hash,
                 "received": len(voters) if approving else 0,
                 "required": required,
                 "final": final,
-                "message": message,
-                "note": note,
             },
+            private={"args": resume_args, "message": message, "note": note},
             request=request,
         )
         if final:
@@ -350,14 +348,16 @@ def _approval_finalise(
         data={
             "decision": decision,
             "role": role,
+            "quorum": {"required": required, "approvers": voters},
+            "policy_version": approval.policy_version,
+        },
+        private={
             "shown": {"payload": approval.payload, "payload_hash": approval.payload_hash},
             "proposed_args": proposed,
             "final_args": final_args,
             "diff": args_diff(proposed, final_args) if decision == "edit" else {},
             "message": message,
             "note": note,
-            "quorum": {"required": required, "approvers": voters},
-            "policy_version": approval.policy_version,
         },
         request=request,
     )

@@ -76,10 +76,10 @@ def approval_requests_sync(
                     "action_index": approval.action_index,
                     "tier": approval.tier,
                     "policy_version": version,
-                    "payload": approval.payload,
                     "payload_hash": approval.payload_hash,
                     "expires_at": approval.expires_at.isoformat(),
                 },
+                private={"payload": approval.payload},
             )
             recheck = item["payload"].get("recheck") if isinstance(item["payload"], dict) else None
             if isinstance(recheck, dict):

@@ -87,10 +87,10 @@ def tier_raise(
             "from_tier": old_tier,
             "to_tier": new_tier,
             "round": approval.quorum_round,
-            "args": args,
             "payload_hash": approval.payload_hash,
             "expires_at": expires_at.isoformat(),
         },
+        private={"args": args},
         request=request,
     )
     return True

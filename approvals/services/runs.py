@@ -85,9 +85,11 @@ def run_create(
         )
         run.thread_id = str(run.id)
         run.save(force_insert=True)
+        private = None
         if parent is None:
             action = "run.created"
-            data = {"agent": agent, "graph_version": graph_version, "input": input}
+            data = {"agent": agent, "graph_version": graph_version}
+            private = {"input": input}
         else:
             action = "run.forked"
             data = {
@@ -95,18 +97,34 @@ def run_create(
                 "checkpoint_id": forked_from_checkpoint,
                 **(fork_data or {}),
             }
-        event_record(action=action, actor=requested_by, run_id=run.id, data=data, request=request)
+        event_record(
+            action=action,
+            actor=requested_by,
+            run_id=run.id,
+            data=data,
+            private=private,
+            request=request,
+        )
         run_advance_enqueue(run_id=run.id, flagged=True)
     return run
 
 
 def _run_transition(
-    run: AgentRun, *, status: str, action: str, data: dict[str, Any] | None = None, **fields: Any
+    run: AgentRun,
+    *,
+    status: str,
+    action: str,
+    data: dict[str, Any] | None = None,
+    private: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> AgentRun:
-    """Move the run to ``status`` and record ``action`` in the same transaction."""
+    """Move the run to ``status`` and record ``action`` in the same transaction (``private``:
+    the event's personal data, sealed under the run's key)."""
     with transaction.atomic():
         moved = run_move(run=run, status=status, **fields)
-        event_record(action=action, actor=f"agent:{run.pk}", run_id=run.pk, data=data or {})
+        event_record(
+            action=action, actor=f"agent:{run.pk}", run_id=run.pk, data=data, private=private
+        )
     return moved
 
 
@@ -181,7 +199,7 @@ def run_mark_completed(*, run: AgentRun, output: dict[str, Any]) -> AgentRun:
         run,
         status=AgentRun.Status.COMPLETED,
         action="run.completed",
-        data={"output": output},
+        private={"output": output},
         output=output,
         lease_owner="",
         lease_expires_at=None,
@@ -194,7 +212,7 @@ def run_mark_failed(*, run: AgentRun, error: str, dead: bool) -> AgentRun:
         run,
         status=status,
         action=f"run.{status}",
-        data={"error": error},
+        private={"error": error},
         error=error,
         lease_owner="",
         lease_expires_at=None,
@@ -207,11 +225,8 @@ def run_record_failure(*, run: AgentRun, error: str, retry_in: float) -> AgentRu
         run,
         status=AgentRun.Status.QUEUED,
         action="run.retrying",
-        data={
-            "error": error,
-            "retry_in_seconds": round(retry_in, 2),
-            "failure_count": run.failure_count + 1,
-        },
+        data={"retry_in_seconds": round(retry_in, 2), "failure_count": run.failure_count + 1},
+        private={"error": error},
         error=error,
         failure_count=run.failure_count + 1,
         lease_owner="",

@@ -15,6 +15,7 @@ from agents.runtime.registry import AgentSpec
 from approvals.models import AgentRun
 from audit.canonical import canonical_parse
 from audit.models import AuditEvent
+from audit.private import event_data_open
 from audit.verify import chain_verify_db, json_same
 from tests.support.hypothesis_profiles import SLOW_IS_EXPECTED
 from tests.support.json_values import TEXT, json_values
@@ -112,7 +113,7 @@ def test_any_input_the_api_accepts_round_trips_and_verifies(alice, free_probe, v
     run = AgentRun.objects.get(pk=response.json()["id"])
     event = AuditEvent.objects.get(action="run.created", run_id=run.pk)
     hashed = canonical_parse(event.canonical)["data"]
-    assert json_same(hashed["input"], value)
-    assert json_same(event.data, hashed)
+    assert json_same(event.data, hashed)  # the sealed input's envelope, as hashed
+    assert json_same(event_data_open(event)["input"], value)
     result = chain_verify_db()
     assert result.ok, result.reason

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
+from audit.private import event_data_open
 from tests.support.people import rest_client_for
 from tests.support.probes import ProbeApprovalFactory, ProbeRunFactory
 from tests.support.queue import tasks_named
@@ -127,7 +128,7 @@ def test_approving_returns_200_and_queues_one_advance(
         ("agents.tasks.run_advance", str(pending.run_id))
     ]
     event = AuditEvent.objects.get(action="approval.decided", approval_id=pending.id)
-    assert event.data["note"] == "looks right"
+    assert event_data_open(event)["note"] == "looks right"
 
 
 def test_an_edit_stores_the_edited_args_and_audits_the_diff(as_bob, pending):
@@ -141,9 +142,10 @@ def test_an_edit_stores_the_edited_args_and_audits_the_diff(as_bob, pending):
     assert pending.decision["args"] == edited
     assert pending.args == {"order_id": "A-100", "amount": 120}
     event = AuditEvent.objects.get(action="approval.decided", approval_id=pending.id)
-    assert event.data["proposed_args"] == {"order_id": "A-100", "amount": 120}
-    assert event.data["final_args"] == edited
-    assert event.data["diff"] == {"amount": {"from": 120, "to": 60}}
+    opened = event_data_open(event)  # the record's personal keys are sealed
+    assert opened["proposed_args"] == {"order_id": "A-100", "amount": 120}
+    assert opened["final_args"] == edited
+    assert opened["diff"] == {"amount": {"from": 120, "to": 60}}
 
 
 def test_an_unknown_decision_is_a_400_naming_decision(as_bob, pending):

@@ -7,6 +7,7 @@ import pytest
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.services import DecisionConflict, DecisionForbidden
 from audit.models import AuditEvent
+from audit.private import event_data_open
 from tests.support.approvals import decide, request_approval
 from tests.support.queue import tasks_named
 
@@ -124,4 +125,4 @@ def test_an_edit_short_of_quorum_starts_a_new_round_for_the_edited_args(
     assert final.decision["args"] == {"order_id": "A-1", "amount": 100}
     assert final.decision["by"] == "carol, bob"
     event = AuditEvent.objects.get(action="approval.decided", approval_id=approval.id)
-    assert event.data["diff"] == {"amount": {"from": 120, "to": 100}}
+    assert event_data_open(event)["diff"] == {"amount": {"from": 120, "to": 100}}

@@ -10,6 +10,7 @@ from django.urls import reverse
 from approvals.models import ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent
+from audit.private import event_data_open
 from tests.support.pages import PageApprovalFactory
 from tests.support.people import client_for
 
@@ -101,7 +102,7 @@ def test_an_edit_needs_its_diff_seen_before_it_is_confirmed(bob, approval):
         "notify": True,
     }
     event = AuditEvent.objects.get(action="approval.decided", approval_id=approval.pk)
-    assert event.data["diff"] == {"amount": {"from": 120, "to": 80}}
+    assert event_data_open(event)["diff"] == {"amount": {"from": 120, "to": 80}}
 
 
 def test_values_changed_after_the_preview_are_previewed_again(bob, approval):

@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 
 from audit.exports import export_stream
+from audit.manifests import export_start
 from audit.models import AuditEvent, AuditExport
-from audit.services import GENESIS_HASH, event_record, events_seed, export_start
+from audit.services import GENESIS_HASH, event_record, events_seed
 from audit.verify import export_file_verify
 from tests.audit.export_reference import reference_export
 from tests.audit.test_canonical_form import REWRITTEN, _legacy_event

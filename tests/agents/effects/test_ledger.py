@@ -25,6 +25,7 @@ from agents.tools import ToolSpec, tool_register, tool_unregister
 from approvals.models import AgentRun, ApprovalRequest
 from audit.canonical import payload_hash
 from audit.models import AuditEvent
+from audit.private import event_data_open
 from tests.support.factories import ApprovalFactory, EffectFactory, RunFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,8 +96,9 @@ def test_first_call_claims_runs_and_records_the_result(run):
     succeeded = AuditEvent.objects.get(action="effect.succeeded")
     assert succeeded.data["key"] == effect.key
     assert succeeded.data["tool"] == "create_incident_ticket"
-    assert succeeded.data["args"] == TICKET
-    assert succeeded.data["result"] == result
+    opened = event_data_open(succeeded)  # args and result are sealed under the run's key
+    assert opened["args"] == TICKET
+    assert opened["result"] == result
     assert succeeded.data["approval_id"] is None
 
 

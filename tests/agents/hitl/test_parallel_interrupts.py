@@ -14,6 +14,7 @@ from agents.services import run_start
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
+from audit.private import event_data_open
 from tests.support.agents import DELETED, build_fan_graph, build_question_graph
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,4 +96,4 @@ def test_an_unknown_payload_is_kept_whole_and_answered_with_a_response(
     run.refresh_from_db()
     assert run.output == {"answer": "eu-west-1"}
     requested = AuditEvent.objects.get(action="approval.requested", approval_id=approval.id)
-    assert json.dumps(requested.data["payload"]) == json.dumps(approval.payload)
+    assert json.dumps(event_data_open(requested)["payload"]) == json.dumps(approval.payload)
