@@ -234,11 +234,13 @@ def erasure_complete(erasure: Erasure) -> bool:
     threads = AgentRun.objects.filter(pk__in=erasure.run_ids).values_list("thread_id", flat=True)
     for thread_id in threads:
         saver.delete_thread(thread_id)
+    now = timezone.now()
     with transaction.atomic():
         moved = Erasure.objects.filter(pk=erasure.pk, status=Erasure.Status.KEYS_DESTROYED).update(
-            status=Erasure.Status.COMPLETED, completed_at=timezone.now()
+            status=Erasure.Status.COMPLETED, completed_at=now
         )
         if moved:
+            erasure.status, erasure.completed_at = Erasure.Status.COMPLETED, now
             event_record(
                 action="erasure.completed",
                 actor=ACTOR,
