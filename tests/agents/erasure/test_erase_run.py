@@ -12,8 +12,8 @@ from agents.erasure import ErasureRefused, erasures_resume, runs_erase
 from agents.models import Effect, Erasure, RunStartKey, SandboxNotification, SandboxPayment
 from agents.runtime import advance
 from agents.runtime.checkpoint import checkpointer_get, thread_config
-from agents.services import run_cancel, run_fork, run_start
 from agents.selectors import run_history
+from agents.services import run_cancel, run_fork, run_start
 from approvals.models import AgentRun
 from audit.models import AuditEvent
 from audit.verify import chain_verify_db
