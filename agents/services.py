@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -17,7 +18,7 @@ from agents.runtime.checkpoint import thread_config
 from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
 from agents.selectors import retention_notice, run_history, run_pruned
-from agents.subjects import subjects_index
+from agents.subjects import subject_digests_of, subjects_index, subjects_write
 from agents.tools import validation_errors
 from approvals import policy
 from approvals import services as approval_services
@@ -88,7 +89,10 @@ def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> Agen
         raise RunInputInvalid("The input is not valid for this agent.", errors=errors) from None
     except TypeError as exc:
         raise RunInputInvalid(str(exc), errors={"input": str(exc)}) from None
-    with transaction.atomic():  # the run and its subjects' index commit together
+    digests = subject_digests_of(clean, declared=spec.subjects)
+    # The run and its subjects' digests commit together (an input naming nobody needs no
+    # outer transaction: run_create has its own).
+    with transaction.atomic() if digests else contextlib.nullcontext():
         run = approval_services.run_create(
             agent=spec.name,
             graph_version=spec.version,
@@ -96,7 +100,7 @@ def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> Agen
             requested_by=user,
             request=request,
         )
-        subjects_index(run=run, run_input=clean, declared=spec.subjects)
+        subjects_write(run=run, digests=digests)
     return run
 
 

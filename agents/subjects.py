@@ -92,15 +92,30 @@ def _declared(agent: str) -> dict[str, str]:
         return {}  # an agent gone from the registry: its e-mail addresses are still indexed
 
 
+Digest = tuple[str, str, str]  # (kind, digest, key id)
+
+
+def subject_digests_of(run_input: Any, *, declared: dict[str, str]) -> list[Digest]:
+    """What the index keeps for an input, under the current master key (no query)."""
+    return [
+        (kind, *subject_digest(kind, value))
+        for kind, value in sorted(subjects_of(run_input, declared=declared))
+    ]
+
+
+def subjects_write(*, run: AgentRun, digests: list[Digest]) -> None:
+    """Store a new run's digests (in the caller's transaction: the run's own)."""
+    rows = [SubjectIndex(run=run, kind=k, digest=d, key_id=kid) for k, d, kid in digests]
+    if rows:
+        SubjectIndex.objects.bulk_create(rows, ignore_conflicts=True)
+
+
 def subjects_index(*, run: AgentRun, run_input: Any, declared: dict[str, str] | None = None) -> int:
     """Index the subjects of a new run (in the caller's transaction: the run's own)."""
     declared = _declared(run.agent) if declared is None else declared
-    rows = []
-    for kind, value in subjects_of(run_input, declared=declared):
-        digest, key_id = subject_digest(kind, value)
-        rows.append(SubjectIndex(run=run, kind=kind, digest=digest, key_id=key_id))
-    SubjectIndex.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
+    digests = subject_digests_of(run_input, declared=declared)
+    subjects_write(run=run, digests=digests)
+    return len(digests)
 
 
 def subject_runs(*, value: str, kind: str = EMAIL) -> list[Any]:
