@@ -117,3 +117,15 @@ def test_console_agents_entries_may_declare_subjects():
         _spec_from_setting(
             "mine", {"factory": "tests.support.agents:build_question_graph", "subjects": ["cid"]}
         )
+
+
+def test_a_run_and_its_subjects_commit_together(alice, monkeypatch):
+    from agents import services
+
+    def broken(**kwargs):
+        raise RuntimeError("the index write failed")
+
+    monkeypatch.setattr(services, "subjects_write", broken)
+    with pytest.raises(RuntimeError):
+        run_start(agent="refund_agent", input=refund_input(), user=alice)
+    assert not AgentRun.objects.exists()
