@@ -14,6 +14,14 @@ def _checkpointer_setup(sender: AppConfig, using: str = "default", **kwargs: Any
     checkpointer_setup(using=using)
 
 
+def _erasure_grant(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """The compliance group may erase; its migration grants it, this keeps it after a test
+    flush (which empties the auth tables and emits post_migrate again)."""
+    from agents.erasure import compliance_erase_grant
+
+    compliance_erase_grant(using=using)
+
+
 class AgentsConfig(AppConfig):
     name = "agents"
     verbose_name = "Agents and sandboxes"
@@ -25,3 +33,4 @@ class AgentsConfig(AppConfig):
         importlib.import_module("agents.sandbox.tools")
         importlib.import_module("agents.graphs")
         post_migrate.connect(_checkpointer_setup, sender=self)
+        post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -20,6 +20,17 @@ class CheckpointPruned(LookupError):
         super().__init__(retention_notice(pruned))
 
 
+class CheckpointErased(LookupError):
+    """The run's personal data was erased: its steps are gone (agents/erasure.py)."""
+
+    def __init__(self, run: AgentRun) -> None:
+        self.run = run
+        super().__init__(
+            f"This run's personal data was erased on {run.erased_at:%Y-%m-%d %H:%M} UTC: its "
+            "steps can no longer be viewed or forked."
+        )
+
+
 def run_pruned(*, run: AgentRun) -> PrunedRun | None:
     """The retention record of a run whose checkpoints were pruned or deleted, else None."""
     pruned = PrunedRun.objects.filter(run_id=run.pk).first()
@@ -46,6 +57,8 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
     """The run's checkpoints, oldest first: node that ran, time, next nodes, values, changes,
     and whether a fork may start there (not after an answered pause; never once pruned, since
     the pauses answered before the kept step are gone)."""
+    if run.erased_at is not None:
+        return []  # its checkpoints are deleted (or about to be): nothing of them is shown
     pruned = run_pruned(run=run) is not None
     graph = graph_of_run(run)
     snapshots = list(graph.get_state_history(thread_config(run)))
@@ -79,7 +92,9 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
 
 def run_state_at(*, run: AgentRun, checkpoint_id: str) -> dict[str, Any]:
     """One step of the history; CheckpointPruned when retention removed it, LookupError when
-    the checkpoint is not this run's."""
+    the checkpoint is not this run's, CheckpointErased once the run was erased."""
+    if run.erased_at is not None:
+        raise CheckpointErased(run)
     for step in run_history(run=run):
         if step["checkpoint_id"] == checkpoint_id:
             return step

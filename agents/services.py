@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -17,6 +18,7 @@ from agents.runtime.checkpoint import thread_config
 from agents.runtime.registry import UnknownAgent, agent_get
 from agents.runtime.versions import checkpoint_version, graph_of_run
 from agents.selectors import retention_notice, run_history, run_pruned
+from agents.subjects import subject_digests_of, subjects_index, subjects_write
 from agents.tools import validation_errors
 from approvals import policy
 from approvals import services as approval_services
@@ -87,9 +89,19 @@ def run_start(*, agent: str, input: Any, user: Any, request: Any = None) -> Agen
         raise RunInputInvalid("The input is not valid for this agent.", errors=errors) from None
     except TypeError as exc:
         raise RunInputInvalid(str(exc), errors={"input": str(exc)}) from None
-    return approval_services.run_create(
-        agent=spec.name, graph_version=spec.version, input=clean, requested_by=user, request=request
-    )
+    digests = subject_digests_of(clean, declared=spec.subjects)
+    # The run and its subjects' digests commit together (an input naming nobody needs no
+    # outer transaction: run_create has its own).
+    with transaction.atomic() if digests else contextlib.nullcontext():
+        run = approval_services.run_create(
+            agent=spec.name,
+            graph_version=spec.version,
+            input=clean,
+            requested_by=user,
+            request=request,
+        )
+        subjects_write(run=run, digests=digests)
+    return run
 
 
 def run_start_idempotent(
@@ -144,7 +156,7 @@ def run_start_idempotent(
 
 def run_cancel(*, run: AgentRun, user: Any, request: Any = None) -> AgentRun:
     """Stop the run and compensate the effects it already applied (in the background)."""
-    if run.is_terminal:
+    if run.is_terminal or run.erased_at is not None:  # an erased run is never moved again
         return run
     run = approval_services.run_mark_cancelled(run=run, user=user, request=request)
     # The advance of a cancelled run compensates its applied effects, exactly once each.
@@ -159,6 +171,11 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
     again. A step after a decided gate is refused (``ForkRefused``): its state carries that
     decision, and a fork never inherits one (invariant 11; the ledger refuses it too).
     """
+    if run.erased_at is not None:
+        raise ForkRefused(
+            "This run's personal data was erased: it cannot be forked.",
+            errors={"checkpoint_id": "erased"},
+        )
     pruned = run_pruned(run=run)
     if pruned is not None:
         # The pauses answered before the kept step are gone: a fork could not be checked.
@@ -201,6 +218,7 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
                 "next": list(snapshot.next),
             },
         )
+        subjects_index(run=child, run_input=run.input)  # a fork names whom its parent named
         if index > 0:
             last_nodes = history[index]["nodes"]
             as_node = last_nodes[0] if last_nodes and last_nodes[0] in graph.nodes else None

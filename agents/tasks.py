@@ -6,6 +6,7 @@ import logging
 
 from django.db import close_old_connections
 
+from agents import erasure
 from agents.effects import reconcile
 from agents.runtime import advance, recovery, retention
 
@@ -21,10 +22,14 @@ def run_advance(run_id: str) -> str:
 
 def runs_recover() -> int:
     """Every minute (Schedule): settle effects in doubt by asking the downstream by key (or
-    escalate them), then re-enqueue runs whose worker died. Returns the runs re-enqueued."""
+    escalate them), complete erasures a crash interrupted, then re-enqueue runs whose worker
+    died. Returns the runs re-enqueued."""
     settled = reconcile.effects_reconcile()
     if any(settled.values()):
         log.info("effects reconciled: %s", settled)
+    completed = erasure.erasures_resume()  # a crash between an erasure's two steps
+    if completed:
+        log.info("erasures completed: %s", completed)
     return recovery.runs_recover()
 
 

@@ -201,7 +201,7 @@ def run_step(request: HttpRequest, pk: Any, checkpoint_id: str) -> HttpResponse:
     run = _visible_run(request, pk)
     try:
         step = selectors.run_state_at(run=run, checkpoint_id=checkpoint_id)
-    except selectors.CheckpointPruned as pruned:
+    except (selectors.CheckpointPruned, selectors.CheckpointErased) as pruned:
         # Gone on purpose, not a wrong address: say so (410) instead of a bare 404.
         context = {"run": run, "checkpoint_id": checkpoint_id, "notice": str(pruned)}
         return render(request, "agents/run_step_pruned.html", context, status=410)

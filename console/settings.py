@@ -154,7 +154,10 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["OPTIONS"] = {
         # WAL + a busy timeout + IMMEDIATE transactions let the web server and the worker write
         # at once without "database is locked" errors.
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        # secure_delete: deleted rows are overwritten, not left in free pages (erasure).
+        "init_command": (
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
+        ),
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }

@@ -13,6 +13,7 @@ from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcil
 from agents.effects.rows import effect_mark
 from agents.models import Effect
 from agents.tools import tool_find
+from approvals.models import AgentRun
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ def run_compensate(*, run_id: str) -> list[Effect]:
     One compensation failing does not stop the others; ``CompensationFailed`` then lists the
     keys left as they were (each failure is also an "effect.failed" audit event).
     """
+    if AgentRun.objects.filter(pk=run_id, erased_at__isnull=False).exists():
+        return []  # erased: its effects' args are gone, and nothing acts for it again
     done: list[Effect] = []
     failed: list[str] = []
     # An effect whose call may have reached the downstream (a worker killed mid-call, a

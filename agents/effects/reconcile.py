@@ -106,7 +106,7 @@ def effects_reconcile(*, limit: int = BATCH) -> dict[str, int]:
     # status__in repeats what the Q implies so the planner starts from the partial index
     # effect_unsettled_due (agents 0008) instead of reading every settled effect.
     due = (
-        Effect.objects.filter(status__in=UNSETTLED)
+        Effect.objects.filter(status__in=UNSETTLED, run__erased_at__isnull=True)
         .filter(
             Q(status=Effect.Status.IN_DOUBT)
             | Q(status=Effect.Status.CLAIMED, run__status__in=ended)

@@ -32,6 +32,7 @@ from agents.runtime.fenced_saver import EPOCH, GUARD
 from agents.runtime.lease import (
     Heartbeat,
     LeaseLost,
+    RunErased,
     lease_acquire,
     lease_epoch_raise,
     lease_owner_new,
@@ -79,7 +80,10 @@ def run_advance(*, run_id: Any) -> str:
 def _run_advance(*, run_id: Any) -> str:
     owner = lease_owner_new()
     taken_at = time.monotonic()  # before the lease is written: its expiry counts from here
-    run = lease_acquire(run_id=run_id, owner=owner)
+    try:
+        run = lease_acquire(run_id=run_id, owner=owner)
+    except RunErased:
+        return "erased"
     if run is None:
         return "skipped: leased elsewhere or unknown"
     run_log_thread_set(run.thread_id)

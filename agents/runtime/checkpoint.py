@@ -155,6 +155,8 @@ def _make_saver(db: dict[str, Any]) -> tuple[Any, Any]:
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA busy_timeout=30000")
+    # Deleted checkpoints are overwritten, not left in free pages (erasure, retention).
+    conn.execute("PRAGMA secure_delete=ON")
     saver = FencedSqliteSaver(conn)
     saver.setup()
     return saver, conn.close

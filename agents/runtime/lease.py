@@ -29,13 +29,19 @@ class LeaseLost(Exception):
     """Another worker took the run over (our heartbeat stopped in time)."""
 
 
+class RunErased(Exception):
+    """The run's personal data was erased: it is never advanced again. (Its checkpoints are
+    gone, and LangGraph would run a thread without checkpoints from START.)"""
+
+
 def lease_owner_new() -> str:
     """A name for this attempt: host, process and a random part (two attempts never share it)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
-    """Take the run's lease unless another live worker holds it; None when we may not run.
+    """Take the run's lease unless another live worker holds it; None when we may not run,
+    ``RunErased`` when the run was erased (never advanced again).
 
     A compare-and-set, no transaction of its own: read the row, then one conditional UPDATE
     that moves only the row as read (same lease, same epoch, same ``updated_at``, which every
@@ -46,6 +52,8 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
         run = AgentRun.objects.filter(pk=run_id).first()
         if run is None:
             return None
+        if run.erased_at is not None:
+            raise RunErased(f"run {run_id} was erased")
         held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
         if held and run.lease_owner != owner:
             return None
@@ -59,6 +67,7 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
         }
         moved = AgentRun.objects.filter(
             pk=run_id,
+            erased_at__isnull=True,
             lease_owner=run.lease_owner,
             lease_expires_at=run.lease_expires_at,
             lease_epoch=run.lease_epoch,
@@ -84,6 +93,8 @@ def _lease_acquire_locked(*, run_id: Any, owner: str) -> AgentRun | None:
         run = AgentRun.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             return None
+        if run.erased_at is not None:
+            raise RunErased(f"run {run_id} was erased")
         held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
         if held and run.lease_owner != owner:
             return None

@@ -41,6 +41,10 @@ class AgentSpec:
     # Builds the graph's first input from the validated run input (default: the input as is).
     make_input: Callable[[dict[str, Any]], Any] | None = None
     example_input: dict[str, Any] = field(default_factory=dict)
+    # Input keys that name a data subject, and its kind ({"customer_email": "email"}): the
+    # blind index finds the runs to erase by it (agents/subjects.py). E-mail addresses anywhere
+    # in the input are indexed even when undeclared.
+    subjects: dict[str, str] = field(default_factory=dict)
 
     def validate_input(self, raw: Any) -> dict[str, Any]:
         """Validated input, or pydantic.ValidationError naming the bad field."""
@@ -119,7 +123,20 @@ def _spec_from_setting(name: str, target: Any) -> AgentSpec:
         factory=factory,
         description=target.get("description", ""),
         input_model=input_model,
+        subjects=_subjects_setting(name, target.get("subjects") or {}),
     )
+
+
+def _subjects_setting(name: str, subjects: Any) -> dict[str, str]:
+    """A CONSOLE_AGENTS entry's ``"subjects"``: ``{input key: kind}``, kinds as text."""
+    if not isinstance(subjects, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in subjects.items()
+    ):
+        raise ValueError(
+            f'CONSOLE_AGENTS[{name!r}]["subjects"] must map input keys to kinds, '
+            'e.g. {"customer_email": "email"}'
+        )
+    return dict(subjects)
 
 
 def import_dotted(path: str) -> Any:

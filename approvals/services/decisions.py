@@ -32,6 +32,15 @@ from core.json_limits import json_problem
 from core.prometheus import decision_observe
 
 
+def _erased_check(approval: ApprovalRequest) -> None:
+    if approval.run.erased_at is not None:
+        raise DecisionConflict(
+            "This run's personal data was erased: its approvals can no longer be decided.",
+            reason="erased",
+            approval=approval,
+        )
+
+
 def approval_edit_preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
     """The edit as the reviewer must confirm it: {"args", "diff" against the proposal,
     "hash" of the args}. Raises ArgsInvalid (``args.<field>``) when the tool's schema refuses
@@ -65,6 +74,7 @@ def approval_decide(
     allowed, reason = user_may_decide(user=user, approval=approval)
     if not allowed:
         raise DecisionForbidden(reason)
+    _erased_check(approval)  # before the args are read: an erased run's read as empty
     for field, value in (("args", args), ("message", message), ("note", note)):
         if json_has_nul(value):
             raise DecisionInvalid(
@@ -85,6 +95,7 @@ def approval_decide(
             .select_related("run", "run__requested_by")
             .get(pk=approval.pk)
         )
+        _erased_check(locked)  # again under the lock: erased meanwhile
         if locked.status != ApprovalRequest.Status.PENDING:
             by = locked.decided_by_label or "someone"
             raise DecisionConflict(

@@ -51,6 +51,7 @@ agent_register(
         description="Refunds an order after approval: payment, restock and customer email.",
         input_model=RefundInput,
         make_input=make_input,
+        subjects={"customer_email": "email"},
         example_input={
             "order_id": "A-1001",
             "amount": "49.90",
