@@ -25,7 +25,7 @@ def grant(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0009_h14_retention"),
+        ("agents", "0010_h14_seal_effects"),
         ("approvals", "0021_h14_erased_at"),
         ("core", "0001_h14_datakeys"),
         ("audit", "0004_compliance_group"),
