@@ -7,9 +7,6 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from core.sealed_fields import SealedJSONField, SealedTextField
-from core.sealed_query import SealedQuerySet
-
 # The outbox's models live in their own module (for size); the app's models are imported from here.
 from approvals.notification_models import (  # noqa: F401
     Notification,
@@ -17,6 +14,8 @@ from approvals.notification_models import (  # noqa: F401
     webhook_secret_new,
 )
 from approvals.stuck_models import StuckItem  # noqa: F401
+from core.sealed_fields import SealedJSONField, SealedTextField
+from core.sealed_query import SealedQuerySet
 
 
 class AgentRun(models.Model):

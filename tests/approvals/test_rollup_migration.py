@@ -22,16 +22,20 @@ def migrate(targets: list[tuple[str, str]]) -> None:
     MigrationExecutor(connection).migrate(targets)
 
 
+# The rows are written before the database is taken back to the older schema: the factories
+# write today's columns (``erased_at`` came later), and the rows outlive the reversal.
+
+
 def test_approvals_decided_before_the_upgrade_are_counted_by_the_migration(bob):
+    ApprovalFactory.create_batch(
+        3,
+        status=ApprovalRequest.Status.APPROVED,
+        decided_by=bob,
+        decided_after=dt.timedelta(minutes=2),
+    )
+    ApprovalFactory()  # pending: not a decision
     migrate(BEFORE)
     try:
-        ApprovalFactory.create_batch(
-            3,
-            status=ApprovalRequest.Status.APPROVED,
-            decided_by=bob,
-            decided_after=dt.timedelta(minutes=2),
-        )
-        ApprovalFactory()  # pending: not a decision
         MetricsCount.objects.all().delete()  # the factory writes no rollups; be sure of it
 
         migrate(AFTER)
@@ -45,11 +49,10 @@ def test_approvals_decided_before_the_upgrade_are_counted_by_the_migration(bob):
 def test_approvals_pending_before_the_upgrade_are_counted_by_the_migration(alice):
     from approvals.rollup_models import PendingApprovalCount
 
+    ApprovalFactory.create_batch(2, escalated=True)  # pending
+    ApprovalFactory(status=ApprovalRequest.Status.REJECTED)  # closed: not counted
     migrate([("approvals", "0017_h2_run_status_counts")])
     try:
-        ApprovalFactory.create_batch(2, escalated=True)  # pending
-        ApprovalFactory(status=ApprovalRequest.Status.REJECTED)  # closed: not counted
-
         migrate([("approvals", "0018_h6_pending_approval_counts")])
     finally:
         migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
