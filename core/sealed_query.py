@@ -13,7 +13,6 @@ opens under a scope of its own that ends with the list.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -23,7 +22,7 @@ from django.db import models
 from django.db.models.query import ModelIterable
 
 from core.keyring import SealedValueError
-from core.sealing import MARKER, _scope, datakey_scope, datakeys_prefetch, token_run_id
+from core.sealing import MARKER, datakey_scope, datakeys_prefetch, token_run_id
 
 # While a list reads its rows, the sealed values it met (closed), else None (open at once).
 _closed: ContextVar[list[Closed] | None] = ContextVar("sealed_closed", default=None)
@@ -72,10 +71,6 @@ def _open_instance(obj: models.Model) -> None:
             _open_instance(related)
 
 
-def _keys_scope() -> contextlib.AbstractContextManager[None]:
-    return contextlib.nullcontext() if _scope.get() is not None else datakey_scope()
-
-
 class KeysFirstIterable(ModelIterable):
     """Model rows whose sealed values open after one key query per batch read."""
 
@@ -97,7 +92,7 @@ class KeysFirstIterable(ModelIterable):
         while True:
             batch, closed = self._pull(rows, size)
             if closed:
-                with _keys_scope():
+                with datakey_scope():
                     datakeys_prefetch({value.run_id() for value in closed} - {None})
                     for obj in batch:
                         _open_instance(obj)

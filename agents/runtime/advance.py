@@ -54,6 +54,7 @@ from approvals.services import run_transitions_fenced
 from audit.services import event_record
 from core.logcontext import run_log_context, run_log_thread_set
 from core.prometheus import advance_observe
+from core.sealing import datakey_scope
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ def run_advance(*, run_id: Any) -> str:
     advance's duration is observed by outcome (core/prometheus.py: memory, no query)."""
     started = time.monotonic()
     outcome = "failed: raised"
-    with run_log_context(run_id=run_id):
+    # One data-key cache for the advance (the task's, when it runs as one): one key query.
+    with run_log_context(run_id=run_id), datakey_scope():
         try:
             outcome = _run_advance(run_id=run_id)
             return outcome

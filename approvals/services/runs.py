@@ -22,6 +22,7 @@ from approvals.rollups import approvals_rollup_add
 from approvals.tracing import approvals_wait_record
 from audit.services import event_record
 from core.sealed_fields import SealedJSONField, SealedTextField, field_seal
+from core.sealing import datakey_scope
 
 # AgentRun's sealed columns (core/sealed_fields.py).
 _SEALED = frozenset(
@@ -80,8 +81,8 @@ def run_create(
     fork_data: dict[str, Any] | None = None,
 ) -> AgentRun:
     """A queued run plus its audit event ("run.created", or "run.forked" with a ``parent``);
-    the advance is queued on commit."""
-    with transaction.atomic():
+    the advance is queued on commit. Its data key is made with its first sealed value."""
+    with datakey_scope(), transaction.atomic():  # the key made for the input seals the rest
         run = AgentRun(
             agent=agent,
             graph_version=graph_version,
