@@ -71,7 +71,7 @@ class RunSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
-    erased = ErasedField(source="erased_at")
+    erased = ErasedField(at="erased_at")
 
 
 class EffectSerializer(serializers.Serializer):

@@ -24,14 +24,19 @@ class SealedJSONField(serializers.JSONField):
 
 
 @extend_schema_field(OpenApiTypes.BOOL)
-class ErasedField(serializers.ReadOnlyField):
-    """Whether the run's personal data was erased (its sealed fields read null)."""
+class ErasedField(serializers.Field):
+    """Whether the run's personal data was erased (its sealed fields read null). ``at``: the
+    dotted path from the object to the run's ``erased_at``."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, at: str, **kwargs: Any) -> None:
+        self.at = at
+        kwargs.update(source="*", read_only=True)
         kwargs.setdefault("help_text", "The run's personal data was erased: its data reads null.")
         super().__init__(**kwargs)
 
     def to_representation(self, value: Any) -> bool:
+        for part in self.at.split("."):
+            value = getattr(value, part)
         return value is not None
 
 
@@ -54,6 +59,6 @@ class ApprovalSerializer(serializers.Serializer):
     decided_by = serializers.CharField(source="decided_by_label", allow_blank=True)
     decided_at = serializers.DateTimeField(allow_null=True)
     decision = SealedJSONField()
-    erased = ErasedField(source="run.erased_at")
+    erased = ErasedField(at="run.erased_at")
     expires_at = serializers.DateTimeField()
     created_at = serializers.DateTimeField()
