@@ -261,10 +261,21 @@ def test_a_run_approved_across_a_key_rotation_completes_and_its_topic_stays_seal
     assert topic.encode() not in _raw_of_run(run)
     with override_settings(ENCRYPTION_KEYS=K2_K1):
         assert advance.run_advance(run_id=run.id) == "completed"
-    run.refresh_from_db()
+        run.refresh_from_db()  # the run's data key is wrapped under k1: read with k1 in the ring
     assert run.output["log"] == ["propose", "approve", "executed"]
     assert CALLS[0]["args"]["text"] == f"about {topic}"
     assert topic.encode() not in _raw_of_run(run)
+
+
+def _datakey_rewrap(run_id: Any) -> None:
+    """The run's data key wrapped again under the ring's current master key."""
+    from core.keyring import keyring_get
+    from core.models import DataKey
+
+    row = DataKey.objects.get(run_id=run_id)
+    aad = b"datakey:" + row.run_id.bytes  # core/sealing.py's AAD of a data key
+    row.wrapped = keyring_get().seal(keyring_get().open(bytes(row.wrapped), aad=aad), aad=aad)
+    row.save(update_fields=["wrapped"])
 
 
 def test_a_run_whose_checkpoint_key_was_removed_goes_dead_naming_encryption_keys(
@@ -274,9 +285,13 @@ def test_a_run_whose_checkpoint_key_was_removed_goes_dead_naming_encryption_keys
         run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
         advance.run_advance(run_id=run.id)
         _decide(run, bob)
+    with override_settings(ENCRYPTION_KEYS=K2_K1):
+        # The run's data key (core/sealing.py) is moved to k2, its checkpoints are not: only
+        # the checkpoint key is missing below, so the run can still be marked dead.
+        _datakey_rewrap(run.pk)
     with override_settings(ENCRYPTION_KEYS=K2):
         outcome = advance.run_advance(run_id=run.id)
-    run.refresh_from_db()
+        run.refresh_from_db()
     assert outcome.startswith("dead: CheckpointKeyMissing")
     assert run.status == AgentRun.Status.DEAD
     assert "ENCRYPTION_KEYS" in run.error
