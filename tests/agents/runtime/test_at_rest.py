@@ -38,6 +38,7 @@ from tests.support.at_rest import (
     SECRET_QUESTION,
     SECRET_SIDE,
     build_secret_graph,
+    datakey_rewrap,
     finished_values,
     leaks,
     postgres_raw,
@@ -267,17 +268,6 @@ def test_a_run_approved_across_a_key_rotation_completes_and_its_topic_stays_seal
     assert topic.encode() not in _raw_of_run(run)
 
 
-def _datakey_rewrap(run_id: Any) -> None:
-    """The run's data key wrapped again under the ring's current master key."""
-    from core.keyring import keyring_get
-    from core.models import DataKey
-
-    row = DataKey.objects.get(run_id=run_id)
-    aad = b"datakey:" + row.run_id.bytes  # core/sealing.py's AAD of a data key
-    row.wrapped = keyring_get().seal(keyring_get().open(bytes(row.wrapped), aad=aad), aad=aad)
-    row.save(update_fields=["wrapped"])
-
-
 def test_a_run_whose_checkpoint_key_was_removed_goes_dead_naming_encryption_keys(
     note_agent, alice, bob
 ):
@@ -285,10 +275,9 @@ def test_a_run_whose_checkpoint_key_was_removed_goes_dead_naming_encryption_keys
         run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
         advance.run_advance(run_id=run.id)
         _decide(run, bob)
-    with override_settings(ENCRYPTION_KEYS=K2_K1):
-        # The run's data key (core/sealing.py) is moved to k2, its checkpoints are not: only
-        # the checkpoint key is missing below, so the run can still be marked dead.
-        _datakey_rewrap(run.pk)
+    # The run's data key (core/sealing.py) moves to k2, its checkpoints do not: only the
+    # checkpoint key is missing below, so the run can still be marked dead.
+    datakey_rewrap(run.pk, ring_from=K1, ring_to=K2)
     with override_settings(ENCRYPTION_KEYS=K2):
         outcome = advance.run_advance(run_id=run.id)
         run.refresh_from_db()
