@@ -26,7 +26,7 @@ from approvals import selectors
 from approvals.models import AgentRun
 from approvals.permissions import user_may_cancel
 from approvals.run_errors import error_summary
-from approvals.serializers import ApprovalSerializer
+from approvals.serializers import ApprovalSerializer, ErasedField, SealedJSONField
 from core.pagination import ApiCursorPagination
 from core.rest import BodyJSONField, ErrorSerializer, error_response, page_parameters, paginated
 
@@ -71,6 +71,7 @@ class RunSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    erased = ErasedField(at="erased_at")
 
 
 class EffectSerializer(serializers.Serializer):
@@ -86,10 +87,11 @@ class EffectSerializer(serializers.Serializer):
 class RunDetailSerializer(RunSerializer):
     """A run with its input, outcome, approvals and the effects it applied."""
 
-    input = serializers.JSONField()
-    output = serializers.JSONField()
+    input = SealedJSONField()
+    output = SealedJSONField()
     error = serializers.SerializerMethodField(
-        help_text="One line: the exception's type and message (admins see the traceback)."
+        help_text="One line: the exception's type and message (admins see the traceback); "
+        '"" once erased.'
     )
     resume_count = serializers.IntegerField()
     failure_count = serializers.IntegerField()

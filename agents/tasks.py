@@ -1,4 +1,5 @@
-"""django-q2 tasks. Each fetches by id and calls one service."""
+"""django-q2 tasks. Each fetches by id and calls one service, with one data-key cache for the
+task (core.sealing.scoped: an erasure elsewhere is seen by the next task)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from django.db import close_old_connections
 from agents import erasure
 from agents.effects import reconcile
 from agents.runtime import advance, recovery, retention
+from core.sealing import scoped
 
 log = logging.getLogger(__name__)
 
 
+@scoped
 def run_advance(run_id: str) -> str:
     close_old_connections()
     outcome = advance.run_advance(run_id=run_id)
@@ -20,6 +23,7 @@ def run_advance(run_id: str) -> str:
     return outcome
 
 
+@scoped
 def runs_recover() -> int:
     """Every minute (Schedule): settle effects in doubt by asking the downstream by key (or
     escalate them), complete erasures a crash interrupted, then re-enqueue runs whose worker
@@ -33,6 +37,7 @@ def runs_recover() -> int:
     return recovery.runs_recover()
 
 
+@scoped
 def checkpoints_prune() -> dict[str, int]:
     """Every minute (Schedule): one bounded retention pass over finished runs' checkpoints."""
     close_old_connections()

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.contrib import admin
 from django.db import models, transaction
 
@@ -22,6 +25,45 @@ from approvals.notifications import (
     webhook_endpoint_secret_rotate,
 )
 from approvals.services import policy_change_record, policy_object_delete
+from core.sealed_fields import SealedJSONField, SealedTextField
+from core.sealing import ERASED_LABEL, is_erased
+
+
+def _opened(name: str) -> Any:
+    """A read-only display of a sealed field: its opened value, or "erased"."""
+
+    @admin.display(description=name.replace("_", " "))
+    def display(model_admin: admin.ModelAdmin, obj: Any) -> str:
+        value = getattr(obj, name)
+        if is_erased(value):
+            return ERASED_LABEL
+        if value is None or isinstance(value, str):
+            return value if value is not None else "-"
+        return json.dumps(value, ensure_ascii=False)
+
+    return display
+
+
+def sealed_readonly(model: Any) -> Any:
+    """A class decorator: the admin shows every field of ``model`` read-only, the sealed ones
+    through ``<name>_opened`` (Django's display would show an erased value as empty)."""
+
+    def decorate(cls: Any) -> Any:
+        names = []
+        for field in model._meta.fields:
+            if _is_sealed(field):
+                setattr(cls, f"{field.name}_opened", _opened(field.name))
+                names.append(f"{field.name}_opened")
+            else:
+                names.append(field.name)
+        cls.readonly_fields = names
+        return cls
+
+    return decorate
+
+
+def _is_sealed(field: Any) -> bool:
+    return isinstance(field, (SealedJSONField, SealedTextField))
 
 
 class ApprovalInline(admin.TabularInline):
@@ -34,6 +76,7 @@ class ApprovalInline(admin.TabularInline):
 
 
 @admin.register(AgentRun)
+@sealed_readonly(AgentRun)
 class AgentRunAdmin(admin.ModelAdmin):
     list_display = (
         "id",
@@ -47,11 +90,11 @@ class AgentRunAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "agent")
     search_fields = ("id", "thread_id", "agent", "requested_by__username")
-    readonly_fields = [f.name for f in AgentRun._meta.fields]
     inlines = [ApprovalInline]
 
 
 @admin.register(ApprovalRequest)
+@sealed_readonly(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
     list_display = (
         "id",
@@ -66,7 +109,6 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "tier", "tool")
     search_fields = ("tool", "run__id", "decided_by_label")
-    readonly_fields = [f.name for f in ApprovalRequest._meta.fields]
 
     def has_add_permission(self, request):
         return False
@@ -185,11 +227,11 @@ class PolicyVersionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApprovalVote)
+@sealed_readonly(ApprovalVote)
 class ApprovalVoteAdmin(admin.ModelAdmin):
     list_display = ("approval", "user", "round", "decision", "created_at")
     list_filter = ("decision",)
     search_fields = ("user__username", "approval__tool")
-    readonly_fields = [f.name for f in ApprovalVote._meta.fields]
 
     def has_add_permission(self, request):
         return False

@@ -14,6 +14,8 @@ from approvals.notification_models import (  # noqa: F401
     webhook_secret_new,
 )
 from approvals.stuck_models import StuckItem  # noqa: F401
+from core.sealed_fields import SealedJSONField, SealedTextField
+from core.sealed_query import SealedQuerySet
 
 
 class AgentRun(models.Model):
@@ -38,9 +40,10 @@ class AgentRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_runs"
     )
-    input = models.JSONField(default=dict)
-    output = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
+    # Personal data: sealed under the run's data key (core/sealing.py).
+    input = SealedJSONField(default=dict, run_attr="id")
+    output = SealedJSONField(default=dict, blank=True, run_attr="id")
+    error = SealedTextField(blank=True, run_attr="id")
     # Set when the runner refuses to resume (e.g. the pending node no longer exists).
     flag = models.CharField(max_length=200, blank=True)
     resume_count = models.PositiveIntegerField(default=0)
@@ -53,7 +56,7 @@ class AgentRun(models.Model):
     wake_requested = models.BooleanField(default=False)
     # A state migration computed (once) for the thread's move to ``graph_version`` under the
     # agent's "migrate" policy, kept until the resume that applies it (invariant 10).
-    pending_migration = models.JSONField(null=True, blank=True)
+    pending_migration = SealedJSONField(null=True, blank=True, run_attr="id")
     # Set on a run forked from another run's checkpoint ("fork from here").
     parent_run = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
@@ -70,6 +73,9 @@ class AgentRun(models.Model):
     # Set by erasure (agents/erasure.py): the run's data key is destroyed, its personal data
     # reads as "erased", and nothing advances it again.
     erased_at = models.DateTimeField(null=True, blank=True)
+
+    # Lists open their sealed values after one key query (core/sealed_query.py).
+    objects = SealedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -144,8 +150,8 @@ class ApprovalRequest(models.Model):
     # Position within a batched interrupt (one HITLRequest may ask for several actions).
     action_index = models.PositiveSmallIntegerField(default=0)
     tool = models.CharField(max_length=100, db_index=True)
-    args = models.JSONField(default=dict)
-    payload = models.JSONField(default=dict)
+    args = SealedJSONField(default=dict, run_attr="run_id")
+    payload = SealedJSONField(default=dict, run_attr="run_id")
     payload_hash = models.CharField(max_length=64)
     tier = models.CharField(max_length=40, default="write", db_index=True)
     allowed_decisions = models.JSONField(default=list)
@@ -160,7 +166,7 @@ class ApprovalRequest(models.Model):
     decided_by_label = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     # The resume value handed to the graph: {"decision", "args"?, "message"?, "by"}.
-    decision = models.JSONField(default=dict, blank=True)
+    decision = SealedJSONField(default=dict, blank=True, run_attr="run_id")
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
     # The policy version in force when the approval was requested (PolicyVersion.number).
@@ -171,12 +177,15 @@ class ApprovalRequest(models.Model):
     # The one effect key this approval authorized (set by the ledger on first use; invariant 11).
     spent_key = models.CharField(max_length=200, blank=True)
     # The agent's own args, kept once an edit vote replaced ``args`` before the decision.
-    original_args = models.JSONField(null=True, blank=True)
+    original_args = SealedJSONField(null=True, blank=True, run_attr="run_id")
     # Sweep bookkeeping: a due time is cleared once its step ran (indexed with status).
     remind_at = models.DateTimeField(null=True, blank=True)
     reminded_at = models.DateTimeField(null=True, blank=True)
     escalate_at = models.DateTimeField(null=True, blank=True)
     escalated_at = models.DateTimeField(null=True, blank=True)
+
+    # Lists open their sealed values after one key query (core/sealed_query.py).
+    objects = SealedQuerySet.as_manager()
 
     class Meta:
         ordering = ["expires_at", "id"]
@@ -224,10 +233,13 @@ class ApprovalVote(models.Model):
     )
     round = models.PositiveIntegerField(default=0)
     decision = models.CharField(max_length=10, choices=ApprovalRequest.Decision.choices)
-    args = models.JSONField(default=dict)
+    args = SealedJSONField(default=dict, run_attr="approval.run_id")
     args_hash = models.CharField(max_length=64)
-    message = models.TextField(blank=True)
+    message = SealedTextField(blank=True, run_attr="approval.run_id")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # Lists open their sealed values after one key query (core/sealed_query.py).
+    objects = SealedQuerySet.as_manager()
 
     class Meta:
         ordering = ["approval", "created_at", "id"]

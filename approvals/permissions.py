@@ -141,6 +141,8 @@ def user_may_decide(*, user: Any, approval: ApprovalRequest) -> tuple[bool, str]
     """(allowed, reason)."""
     if not user.is_authenticated or not user.is_active:
         return False, "You must be logged in to decide."
+    if approval.run.erased_at is not None:
+        return False, "This run's personal data was erased; nothing of it can be decided."
     if approval.run.requested_by_id == user.pk:
         return False, "You requested this run; someone else must decide (four eyes)."
     allowed, reason = user_may_approve_tier(

@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
+from core.sealing import is_erased
+
+
+class SealedJSONField(serializers.JSONField):
+    """A sealed value as stored opened; ``null`` once the run's personal data was erased."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> Any:
+        return None if is_erased(value) else super().to_representation(value)
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class ErasedField(serializers.Field):
+    """Whether the run's personal data was erased (its sealed fields read null). ``at``: the
+    dotted path from the object to the run's ``erased_at``."""
+
+    def __init__(self, *, at: str, **kwargs: Any) -> None:
+        self.at = at
+        kwargs.update(source="*", read_only=True)
+        kwargs.setdefault("help_text", "The run's personal data was erased: its data reads null.")
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> bool:
+        for part in self.at.split("."):
+            value = getattr(value, part)
+        return value is not None
 
 
 class ApprovalSerializer(serializers.Serializer):
@@ -17,14 +50,15 @@ class ApprovalSerializer(serializers.Serializer):
     interrupt_id = serializers.CharField()
     action_index = serializers.IntegerField()
     tool = serializers.CharField()
-    args = serializers.JSONField()
-    payload = serializers.JSONField()
+    args = SealedJSONField()
+    payload = SealedJSONField()
     payload_hash = serializers.CharField()
     tier = serializers.CharField()
     allowed_decisions = serializers.ListField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
     decided_by = serializers.CharField(source="decided_by_label", allow_blank=True)
     decided_at = serializers.DateTimeField(allow_null=True)
-    decision = serializers.JSONField()
+    decision = SealedJSONField()
+    erased = ErasedField(at="run.erased_at")
     expires_at = serializers.DateTimeField()
     created_at = serializers.DateTimeField()

@@ -20,6 +20,7 @@ from approvals.permissions import user_may_decide
 from approvals.selectors import approval_get, approval_list_pending, approval_quorum
 from core.errors import ApplicationError
 from core.pagination import keyset_page
+from core.sealing import is_erased
 from core.throttles import DecideThrottle
 
 DECIDED_VERBS = {
@@ -108,7 +109,8 @@ def _detail_context(
     payload = (
         approval.payload if isinstance(approval.payload, dict) else {"value": approval.payload}
     )
-    structured = is_console_payload(payload)
+    erased = is_erased(approval.args) or is_erased(approval.payload)
+    structured = not erased and is_console_payload(payload)
     may_decide, reason = user_may_decide(user=request.user, approval=approval)
     allowed = _allowed(approval, structured)
     evidence = payload.get("evidence")
@@ -117,6 +119,7 @@ def _detail_context(
         "run": approval.run,
         "payload": payload,
         "structured": structured,
+        "erased": erased,
         "evidence": evidence if isinstance(evidence, list) else ([evidence] if evidence else []),
         "may_decide": may_decide and approval.is_pending,
         "not_allowed_reason": reason,

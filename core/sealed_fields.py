@@ -18,7 +18,9 @@ from typing import Any
 from django.db import models
 from django.db.models.fields.json import KeyTransform
 
+from core.sealed_query import open_or_close
 from core.sealing import (
+    MARKER,
     ErasedDict,
     ErasedText,
     PlaintextRefused,
@@ -89,7 +91,7 @@ class SealedJSONField(_SealedMixin, models.JSONField):
         value = super().from_db_value(value, expression, connection)
         if isinstance(expression, KeyTransform) or not is_envelope(value):
             return value
-        return unseal(value, label=self.label)
+        return open_or_close(value, label=self.label, opener=unseal)
 
 
 class SealedTextField(_SealedMixin, models.TextField):
@@ -116,9 +118,9 @@ class SealedTextField(_SealedMixin, models.TextField):
         self._refuse(value)
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
-        if value is None:
-            return value
-        return unseal_text(value, label=self.label)
+        if value is None or not value.startswith('{"' + MARKER):
+            return value  # legacy plaintext reads as is
+        return open_or_close(value, label=self.label, opener=unseal_text)
 
 
 def field_seal(model: Any, name: str, run_id: Any, value: Any) -> Any:

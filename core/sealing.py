@@ -206,8 +206,13 @@ def _insert(run_id: uuid.UUID) -> AESGCM | None:
 
 
 def _key_for_seal(run_id: uuid.UUID, *, fresh: bool = False) -> AESGCM:
-    """The run's cipher for a write; made on first use (a run's first sealed value)."""
-    key = None if fresh else _read(run_id)
+    """The run's cipher for a write; made on first use (a run's first sealed value). ``fresh``
+    (a new run): insert first, unless the scope already holds the key (a second sealed field)."""
+    cache = _scope.get()
+    if fresh and cache is not None and run_id in cache:
+        key = cache[run_id]
+    else:
+        key = None if fresh else _read(run_id)
     if key is None:
         key = _insert(run_id) or _read(run_id)
     if key is _DESTROYED:
@@ -261,7 +266,11 @@ def datakeys_destroy(run_ids: Iterable[Any]) -> int:
 
 @contextlib.contextmanager
 def datakey_scope() -> Iterator[None]:
-    """Cache unwrapped keys until the block ends (one request, one task)."""
+    """Cache unwrapped keys until the block ends (one request, one task). Inside another
+    scope, the outer one's cache is used (it ends with the outer block)."""
+    if _scope.get() is not None:
+        yield
+        return
     token = _scope.set({})
     try:
         yield

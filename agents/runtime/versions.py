@@ -16,6 +16,7 @@ from agents.runtime.registry import AgentSpec, agent_get, agent_is_registered
 from approvals import services as approval_services
 from approvals.models import AgentRun
 from audit.services import event_record
+from core.sealed_fields import field_seal
 
 
 def checkpoint_version(run: AgentRun) -> str | None:
@@ -78,7 +79,8 @@ def version_resolve(run: AgentRun, current: AgentSpec) -> tuple[AgentSpec, Any, 
         stored = jsonable(migration)  # kept as JSON (and audited) until the resume applies it
         with transaction.atomic():
             AgentRun.objects.filter(pk=run.pk).update(
-                graph_version=current.version, pending_migration=stored
+                graph_version=current.version,
+                pending_migration=field_seal(AgentRun, "pending_migration", run.pk, stored),
             )
             event_record(
                 action="run.migrated",

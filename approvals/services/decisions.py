@@ -30,6 +30,7 @@ from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
 from core.json_limits import json_problem
 from core.prometheus import decision_observe
+from core.sealing import datakey_scope
 
 
 def _erased_check(approval: ApprovalRequest) -> None:
@@ -87,7 +88,8 @@ def approval_decide(
             if previewed_hash != preview["hash"]:
                 raise PreviewRequired(preview=preview, stale=previewed_hash is not None)
         _edit_tier_check(approval=approval, user=user, args=resume_args)
-    with transaction.atomic():
+    # One data-key cache for the decision (the request's, on a page): one key query.
+    with datakey_scope(), transaction.atomic():
         locked = (
             # The approval and its run, not the requester's user row: a run that requester
             # starts meanwhile checks its foreign key to that row and would deadlock with us.

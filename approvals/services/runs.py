@@ -21,6 +21,15 @@ from approvals.models import AgentRun, ApprovalRequest
 from approvals.rollups import approvals_rollup_add
 from approvals.tracing import approvals_wait_record
 from audit.services import event_record
+from core.sealed_fields import SealedJSONField, SealedTextField, field_seal
+from core.sealing import datakey_scope
+
+# AgentRun's sealed columns (core/sealed_fields.py).
+_SEALED = frozenset(
+    f.name
+    for f in AgentRun._meta.concrete_fields
+    if isinstance(f, (SealedJSONField, SealedTextField))
+)
 
 
 class RunStopped(Exception):
@@ -72,8 +81,8 @@ def run_create(
     fork_data: dict[str, Any] | None = None,
 ) -> AgentRun:
     """A queued run plus its audit event ("run.created", or "run.forked" with a ``parent``);
-    the advance is queued on commit."""
-    with transaction.atomic():
+    the advance is queued on commit. Its data key is made with its first sealed value."""
+    with datakey_scope(), transaction.atomic():  # the key made for the input seals the rest
         run = AgentRun(
             agent=agent,
             graph_version=graph_version,
@@ -141,7 +150,7 @@ def run_move(*, run: AgentRun, status: str, **fields: Any) -> AgentRun:
     )
     if acting is not None:
         where &= Q(lease_owner=acting)
-    values: dict[str, Any] = {"status": status, "updated_at": now, **fields}
+    values: dict[str, Any] = {"status": status, "updated_at": now, **_sealed(run, fields)}
     if status in AgentRun.TERMINAL:
         values["finished_at"] = Coalesce(F("finished_at"), Value(now))
     if not AgentRun.objects.filter(where).update(**values):
@@ -152,6 +161,15 @@ def run_move(*, run: AgentRun, status: str, **fields: Any) -> AgentRun:
     if status in AgentRun.TERMINAL and moved.finished_at is None:
         moved.finished_at = now
     return moved
+
+
+def _sealed(run: AgentRun, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with the personal data (output, error) sealed under the run's key: an
+    ``update()`` has no instance to seal through, and refuses plaintext."""
+    return {
+        name: field_seal(AgentRun, name, run.pk, value) if name in _SEALED else value
+        for name, value in fields.items()
+    }
 
 
 def _transition_refused(run: AgentRun, *, status: str, acting: str | None) -> None:
@@ -282,7 +300,7 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
         locked.cancel_requested = True
         locked.status = AgentRun.Status.CANCELLED
         locked.finished_at = timezone.now()
-        locked.save()
+        locked.save(update_fields=["cancel_requested", "status", "finished_at", "updated_at"])
         pending = list(
             locked.approvals.filter(status=ApprovalRequest.Status.PENDING).only(
                 "id", "run_id", "tool", "args", "tier", "policy_version", "created_at"
@@ -304,9 +322,10 @@ def run_mark_cancelled(*, run: AgentRun, user: Any, request: Any = None) -> Agen
                 status=ApprovalRequest.Status.EXPIRED,
                 decided_at=now,
                 decided_by_label=contract.CANCEL_ACTOR,
-                decision=value,
+                decision=field_seal(ApprovalRequest, "decision", locked.id, value),
             )
             approval.status, approval.decided_at = ApprovalRequest.Status.EXPIRED, now
+            approval.decision = value
         approvals_wait_record(
             approvals=pending, decision=ApprovalRequest.Decision.REJECT, role=contract.CANCEL_ACTOR
         )

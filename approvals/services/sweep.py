@@ -35,6 +35,8 @@ from approvals.services.runs import run_advance_enqueue
 from approvals.services.wake import tasks_enqueue_many
 from approvals.tracing import approvals_wait_record
 from audit.batch import events_record
+from core.sealed_fields import field_seal
+from core.sealing import datakey_scope
 
 # Rows claimed per transaction (SWEEP_BATCH's default: one transaction per step). A chunk holds
 # its rows and their runs to its commit (a decision on one of them waits that long) and the
@@ -73,7 +75,15 @@ class _Pass:
 
 
 def approvals_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
-    """One pass: expire, escalate, remind (in that order), then retry due notifications."""
+    """One pass: expire, escalate, remind (in that order), then retry due notifications.
+
+    The pass shares one data-key cache: the expiries open the args and seal the decisions of
+    each chunk after one key query."""
+    with datakey_scope():
+        return _sweep(now=now)
+
+
+def _sweep(*, now: dt.datetime | None) -> dict[str, int]:
     now = now or timezone.now()
     seen = _Pass()
     woken: list[Any] = []
@@ -152,7 +162,7 @@ def _lock_if_due(*, approval_id: int, field: str, now: dt.datetime) -> list[Appr
 
 def _one(field: str, act: Act, *, approval_id: int, now: dt.datetime | None) -> bool:
     now = now or timezone.now()
-    with transaction.atomic():
+    with datakey_scope(), transaction.atomic():
         locked = _lock_if_due(approval_id=approval_id, field=field, now=now)
         return bool(locked) and act(locked) > 0
 
@@ -200,16 +210,25 @@ def _close_many(rows: list[ApprovalRequest], *, now: dt.datetime) -> None:
         "remind_at": None,
         "escalate_at": None,
     }
+    # Sealed here: neither statement has an instance to seal through (the rows keep plaintext).
+    decisions = [field_seal(ApprovalRequest, "decision", row.run_id, row.decision) for row in rows]
     if connection.vendor != "postgresql":
         by_status: dict[str, list[int]] = {}
         for row in rows:
             by_status.setdefault(row.status, []).append(row.pk)
         for status, pks in by_status.items():
             ApprovalRequest.objects.filter(pk__in=pks).update(status=status, **shared)
-        ApprovalRequest.objects.bulk_update(rows, ["decision"])
+        closed = [
+            ApprovalRequest(pk=row.pk, decision=sealed)
+            for row, sealed in zip(rows, decisions, strict=True)
+        ]
+        ApprovalRequest.objects.bulk_update(closed, ["decision"])
         return
     table = ApprovalRequest._meta.db_table
-    values = [{"id": row.pk, "s": row.status, "d": row.decision} for row in rows]
+    values = [
+        {"id": row.pk, "s": row.status, "d": sealed}
+        for row, sealed in zip(rows, decisions, strict=True)
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             f'UPDATE "{table}" AS a SET "status" = v.s, "decision" = v.d, '  # noqa: S608

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import template
 
+from core import sealing
+
 register = template.Library()
 
 TIER_CLASSES = {"read": "tier-read", "write": "tier-write", "critical": "tier-critical"}
@@ -28,6 +30,12 @@ def as_value(value: Any) -> str:
 
 
 @register.filter
+def is_erased(value: Any) -> bool:
+    """Whether a sealed value reads as erased (its run's data key was destroyed)."""
+    return sealing.is_erased(value)
+
+
+@register.filter
 def tier_class(tier: str) -> str:
     return TIER_CLASSES.get(str(tier), "tier-other")
 
@@ -35,6 +43,8 @@ def tier_class(tier: str) -> str:
 @register.filter
 def summary(approval: Any) -> str:
     """One line saying what the approval is about: blast radius, rationale, or the args."""
+    if sealing.is_erased(approval.payload) or sealing.is_erased(approval.args):
+        return sealing.ERASED_LABEL
     payload = approval.payload if isinstance(approval.payload, dict) else {}
     for key in ("blast_radius", "rationale", "description"):
         text = payload.get(key)

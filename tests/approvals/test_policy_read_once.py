@@ -13,6 +13,7 @@ from agents.models import Effect
 from approvals import policy
 from approvals.models import ApprovalRequest, RiskTier, ToolPolicy
 from approvals.services.policy import policy_change_record
+from core.sealed_fields import field_seal
 from tests.support.approvals import request_approval
 
 REFUND = {
@@ -38,7 +39,12 @@ def test_a_policy_raised_during_an_advance_still_refuses_the_effect_at_execution
     approval = request_approval(requester=alice, tier="write", args=REFUND)
     ApprovalRequest.objects.filter(pk=approval.pk).update(
         status=ApprovalRequest.Status.APPROVED,
-        decision={"decision": "approve", "args": None, "by": "bob", "tier": "write"},
+        decision=field_seal(  # an update() takes only sealed values
+            ApprovalRequest,
+            "decision",
+            approval.run_id,
+            {"decision": "approve", "args": None, "by": "bob", "tier": "write"},
+        ),
     )
     with policy.policy_read_once():  # as run_advance holds it around the whole advance
         # The gate asks first (the advance's first reading of the policy).

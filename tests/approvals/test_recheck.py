@@ -17,6 +17,7 @@ from agents.hitl.gate import approval_gate
 from agents.models import Effect
 from approvals.models import ApprovalRequest, ToolPolicy
 from audit.models import AuditEvent
+from core.sealed_fields import field_seal
 from tests.support.approvals import request_approval
 
 REFUND = {
@@ -151,7 +152,12 @@ def test_the_ledger_refuses_an_effect_whose_approved_args_now_need_a_higher_tier
     edited = {**REFUND, "amount": "900.00"}
     ApprovalRequest.objects.filter(pk=approval.pk).update(
         status=ApprovalRequest.Status.EDITED,
-        decision={"decision": "edit", "args": edited, "by": "carol", "tier": "write"},
+        decision=field_seal(  # an update() takes only sealed values
+            ApprovalRequest,
+            "decision",
+            approval.run_id,
+            {"decision": "edit", "args": edited, "by": "carol", "tier": "write"},
+        ),
     )
 
     with pytest.raises(EffectTierRose, match="tier critical"):

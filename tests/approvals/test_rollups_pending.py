@@ -20,6 +20,7 @@ from approvals.rollup_rebuild import rollups_rebuild
 from approvals.rollups import day_of
 from console.metrics.definitions import GROUPS
 from console.metrics.report import metrics_report
+from core.sealed_fields import field_seal
 from tests.support.approvals import decide, request_approval
 from tests.support.factories import ApprovalFactory, RunFactory
 
@@ -95,7 +96,8 @@ def churn(rng: random.Random, alice) -> list[ApprovalRequest]:
     ApprovalRequest.objects.filter(pk=pick[18].pk).update(created_at=NOW - 3 * DAY)
     ApprovalRequest.objects.filter(pk=pick[19].pk).update(run=runs[1])
     ApprovalRequest.objects.filter(pk__in=[pick[20].pk, pick[3].pk]).delete()
-    ApprovalRequest.objects.filter(pk=pick[21].pk).update(args={"x": 1})  # not a cell change
+    sealed = field_seal(ApprovalRequest, "args", pick[21].run_id, {"x": 1})
+    ApprovalRequest.objects.filter(pk=pick[21].pk).update(args=sealed)  # not a cell change
     return approvals
 
 

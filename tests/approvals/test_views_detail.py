@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
+from core.sealed_fields import field_seal
 from tests.support.pages import REFUND_ARGS, PageApprovalFactory, refund_payload
 from tests.support.people import client_for
 
@@ -122,7 +123,11 @@ def test_the_status_partial_says_who_decided(bob, run_of_alice, carol):
     as_bob = client_for(bob)
     decided = PageApprovalFactory(run=run_of_alice, status="rejected")
     type(decided).objects.filter(pk=decided.pk).update(
-        decided_by=carol, decided_by_label="carol", decision={"decision": "reject", "message": "no"}
+        decided_by=carol,
+        decided_by_label="carol",
+        decision=field_seal(  # an update() takes only sealed values
+            type(decided), "decision", decided.run_id, {"decision": "reject", "message": "no"}
+        ),
     )
     response = as_bob.get(_url(decided), {"part": "status"}, headers={"HX-Request": "true"})
     html = response.content.decode()

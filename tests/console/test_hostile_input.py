@@ -6,6 +6,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from audit.canonical import payload_hash
+from core.sealed_fields import field_seal
 from tests.support.people import DECIDE, person, rest_client_for
 from tests.support.probes import ProbeApprovalFactory
 
@@ -52,8 +53,9 @@ def test_json_nested_too_deep_is_a_400(alice):
 def test_an_invalid_args_schema_from_the_agent_makes_edits_a_400(api_probe, alice):
     approval = ProbeApprovalFactory(run__requested_by=alice)
     payload = {**approval.payload, "args_schema": {"type": "objekt"}}
-    ApprovalRequest.objects.filter(pk=approval.pk).update(
-        payload=payload, payload_hash=payload_hash(payload)
+    ApprovalRequest.objects.filter(pk=approval.pk).update(  # an update() takes sealed values
+        payload=field_seal(ApprovalRequest, "payload", approval.run_id, payload),
+        payload_hash=payload_hash(payload),
     )
     approval.refresh_from_db()
     response = rest_client_for(person("rita", perms=[DECIDE])).post(

@@ -217,3 +217,20 @@ def postgres_raw(cursor: Any, *, thread_id: str | None = None) -> bytes:
 def sqlite_raw(path: Path) -> bytes:
     """The bytes of the SQLite file and of its write-ahead log."""
     return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def datakey_rewrap(run_id: Any, *, ring_from: str, ring_to: str) -> None:
+    """Wrap the run's data key (core/sealing.py) again, from one master key ring to another:
+    what a rotation does, so a test can take away a checkpoint's key and not the run's."""
+    from django.test import override_settings
+
+    from core.keyring import keyring_get
+    from core.models import DataKey
+
+    row = DataKey.objects.get(run_id=run_id)
+    aad = b"datakey:" + row.run_id.bytes  # core/sealing.py's AAD of a data key
+    with override_settings(ENCRYPTION_KEYS=ring_from):
+        dek = keyring_get().open(bytes(row.wrapped), aad=aad)
+    with override_settings(ENCRYPTION_KEYS=ring_to):
+        wrapped = keyring_get().seal(dek, aad=aad)
+    DataKey.objects.filter(run_id=run_id).update(wrapped=wrapped)

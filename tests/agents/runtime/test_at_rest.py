@@ -38,6 +38,7 @@ from tests.support.at_rest import (
     SECRET_QUESTION,
     SECRET_SIDE,
     build_secret_graph,
+    datakey_rewrap,
     finished_values,
     leaks,
     postgres_raw,
@@ -261,7 +262,7 @@ def test_a_run_approved_across_a_key_rotation_completes_and_its_topic_stays_seal
     assert topic.encode() not in _raw_of_run(run)
     with override_settings(ENCRYPTION_KEYS=K2_K1):
         assert advance.run_advance(run_id=run.id) == "completed"
-    run.refresh_from_db()
+        run.refresh_from_db()  # the run's data key is wrapped under k1: read with k1 in the ring
     assert run.output["log"] == ["propose", "approve", "executed"]
     assert CALLS[0]["args"]["text"] == f"about {topic}"
     assert topic.encode() not in _raw_of_run(run)
@@ -274,9 +275,12 @@ def test_a_run_whose_checkpoint_key_was_removed_goes_dead_naming_encryption_keys
         run = run_start(agent="note_agent", input={"topic": "disk"}, user=alice)
         advance.run_advance(run_id=run.id)
         _decide(run, bob)
+    # The run's data key (core/sealing.py) moves to k2, its checkpoints do not: only the
+    # checkpoint key is missing below, so the run can still be marked dead.
+    datakey_rewrap(run.pk, ring_from=K1, ring_to=K2)
     with override_settings(ENCRYPTION_KEYS=K2):
         outcome = advance.run_advance(run_id=run.id)
-    run.refresh_from_db()
+        run.refresh_from_db()
     assert outcome.startswith("dead: CheckpointKeyMissing")
     assert run.status == AgentRun.Status.DEAD
     assert "ENCRYPTION_KEYS" in run.error

@@ -23,7 +23,7 @@ from approvals.models import AgentRun
 from audit.models import AuditEvent
 from tests.agents.runtime import test_at_rest
 from tests.agents.runtime.test_at_rest import K1, K2, _pause, _resume_and_check
-from tests.support.at_rest import build_secret_graph, secret_config
+from tests.support.at_rest import build_secret_graph, datakey_rewrap, secret_config
 from tests.support.people import DECIDE, client_for, person
 
 pytestmark = pytest.mark.django_db
@@ -82,6 +82,7 @@ def test_the_state_at_a_step_sealed_under_a_removed_key_says_so_instead_of_no_su
     note_agent, alice
 ):
     run, checkpoint_id = _waiting_run_under_k1(alice)
+    datakey_rewrap(run.pk, ring_from=K1, ring_to=K2)  # only the checkpoints' key goes missing
     tina = client_for(person("tina", perms=[DECIDE, "agents.time_travel"]))
     with override_settings(ENCRYPTION_KEYS=K2):
         response = tina.get(reverse("agents:run-step", args=[run.pk, checkpoint_id]))
@@ -89,7 +90,7 @@ def test_the_state_at_a_step_sealed_under_a_removed_key_says_so_instead_of_no_su
     assert response["Location"] == reverse("agents:run", args=[run.pk])
     assert any("key 'k1'" in m and "ENCRYPTION_KEYS" in m for m in _messages(response))
     assert not AuditEvent.objects.filter(action="run.state_viewed", run_id=run.pk).exists()
-    with override_settings(ENCRYPTION_KEYS=K1):  # the key is back: the same step reads
+    with override_settings(ENCRYPTION_KEYS=f"{K2},{K1}"):  # k1 is back: the same step reads
         assert tina.get(reverse("agents:run-step", args=[run.pk, checkpoint_id])).status_code == 200
 
 
@@ -97,6 +98,7 @@ def test_a_fork_of_a_run_sealed_under_a_removed_key_says_so_instead_of_no_such_s
     note_agent, alice
 ):
     run, checkpoint_id = _waiting_run_under_k1(alice)
+    datakey_rewrap(run.pk, ring_from=K1, ring_to=K2)  # only the checkpoints' key goes missing
     tina = client_for(person("tina", perms=[DECIDE, "agents.time_travel"]))
     with override_settings(ENCRYPTION_KEYS=K2):
         response = tina.post(
@@ -114,6 +116,7 @@ def test_the_state_at_a_step_whose_key_id_names_another_key_is_not_a_server_erro
     run, checkpoint_id = _waiting_run_under_k1(alice)
     tina = client_for(person("tina", perms=[DECIDE, "agents.time_travel"]))
     other = K2.replace("k2:", "k1:")  # the id k1, another key
+    datakey_rewrap(run.pk, ring_from=K1, ring_to=other)  # only the checkpoints' key is wrong
     with override_settings(ENCRYPTION_KEYS=other):
         response = tina.get(reverse("agents:run-step", args=[run.pk, checkpoint_id]))
     assert response.status_code == 302
