@@ -208,11 +208,7 @@ def _insert(run_id: uuid.UUID) -> AESGCM | None:
 def _key_for_seal(run_id: uuid.UUID, *, fresh: bool = False) -> AESGCM:
     """The run's cipher for a write; made on first use (a run's first sealed value). ``fresh``
     (a new run): insert first, unless the scope already holds the key (a second sealed field)."""
-    cache = _scope.get()
-    if fresh and cache is not None and run_id in cache:
-        key = cache[run_id]
-    else:
-        key = None if fresh else _read(run_id)
+    key = _cached(run_id) if fresh else _read(run_id)
     if key is None:
         key = _insert(run_id) or _read(run_id)
     if key is _DESTROYED:
@@ -278,15 +274,8 @@ def datakey_scope() -> Iterator[None]:
         _scope.reset(token)
 
 
-@contextlib.contextmanager
-def datakey_scope_ensure() -> Iterator[None]:
-    """The current key cache for the block, or a new one when no scope is open (several values
-    of one run sealed together then read its key once)."""
-    if _scope.get() is not None:
-        yield
-        return
-    with datakey_scope():
-        yield
+# The current key cache for the block, or a new one when no scope is open (scopes nest).
+datakey_scope_ensure = datakey_scope
 
 
 def scoped(fn: F) -> F:
