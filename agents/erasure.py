@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.erasure_models import Erasure
+from agents.legacy_seal import legacy_audit_events, runs_reseal
 from agents.models import (
     Effect,
     RunStartKey,
@@ -181,6 +182,10 @@ def _keys_destroy(run_ids: list[Any], *, user: Any, reason: str, kind: str) -> E
             kind=kind,
             run_ids=[str(run_id) for run_id in ids],
         )
+        # Values an older version wrote in plaintext are sealed first, so destroying the key
+        # reaches them too; audit events of that time cannot be (append-only): counted.
+        legacy_values = runs_reseal(ids)
+        legacy_events = legacy_audit_events(ids)
         datakeys_destroy(ids)
         AgentRun.objects.filter(pk__in=ids).update(erased_at=now, updated_at=now)
         # A run that ended while waiting: nobody may decide for it now, nor the sweep expire it.
@@ -223,6 +228,8 @@ def _keys_destroy(run_ids: list[Any], *, user: Any, reason: str, kind: str) -> E
                 "runs": erasure.run_ids,
                 "reason": reason,
                 "kind": kind,
+                "legacy_values": legacy_values,
+                "legacy_events": legacy_events,
             },
         )
     return erasure

@@ -150,3 +150,25 @@ def legacy_batch(
     with transaction.atomic():
         sealed = _write(found) if found else 0
     return len(page), sealed, page[-1]
+
+
+# The audit data keys that carry run data (audit ``private=`` at every call site since sealing).
+PERSONAL_AUDIT_KEYS = frozenset(
+    {"input", "output", "error", "traceback", "update", "payload", "args", "message", "note"}
+    | {"shown", "proposed_args", "final_args", "diff", "result"}
+)
+
+
+def legacy_audit_events(run_ids: Iterable[Any]) -> int:
+    """The runs' audit events written before sealing that hold run data in plaintext: they are
+    append-only and hashed, so erasure cannot reach them (it reports how many)."""
+    from audit.models import AuditEvent
+
+    count = 0
+    for data in AuditEvent.objects.filter(run_id__in=list(run_ids)).values_list("data", flat=True):
+        if any(
+            key in PERSONAL_AUDIT_KEYS and not is_envelope(value)
+            for key, value in (data or {}).items()
+        ):
+            count += 1
+    return count

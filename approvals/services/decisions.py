@@ -72,10 +72,12 @@ def approval_decide(
     hash of exactly these args, so nobody confirms values whose diff they did not see;
     otherwise PreviewRequired carries the diff to show.
     """
+    # First, before the args are read (an erased run's read as empty): a conflict with the
+    # run's state (409), whoever asks.
+    _erased_check(approval)
     allowed, reason = user_may_decide(user=user, approval=approval)
     if not allowed:
         raise DecisionForbidden(reason)
-    _erased_check(approval)  # before the args are read: an erased run's read as empty
     for field, value in (("args", args), ("message", message), ("note", note)):
         if json_has_nul(value):
             raise DecisionInvalid(

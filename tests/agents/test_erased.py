@@ -87,10 +87,10 @@ def test_the_approval_page_says_erased_and_offers_no_decision(erased, bob):
 
 
 def test_a_decision_on_an_erased_run_is_refused(erased, bob):
-    from approvals.services import DecisionForbidden
+    from approvals.services import DecisionConflict
 
     pending = ApprovalRequest.objects.get(pk=erased["pending"].pk)
-    with pytest.raises(DecisionForbidden, match="erased"):
+    with pytest.raises(DecisionConflict, match="erased"):
         decide(pending, bob, "approve")
 
 

@@ -91,6 +91,8 @@ def test_erasure_performed_names_who_why_and_runs_but_no_data(driven, frank):
         "runs": [str(driven.run.pk)],
         "reason": REASON,
         "kind": "run",
+        "legacy_values": 0,
+        "legacy_events": 0,
     }
     assert not any(secret in event.canonical for secret in driven.secrets)
     completed = AuditEvent.objects.get(action="erasure.completed")

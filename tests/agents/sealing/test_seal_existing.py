@@ -123,3 +123,24 @@ def test_seal_existing_refuses_a_bad_batch() -> None:
 
     with pytest.raises(CommandError, match="--batch"):
         call_command("seal_existing", "--batch", "0")
+
+
+def test_erasing_a_run_written_before_sealing_leaves_none_of_its_values(bob, frank) -> None:
+    from agents.erasure import runs_erase
+    from audit.services import event_record
+
+    approval, _ = _legacy_rows(bob)
+    AgentRun.objects.filter(pk=approval.run_id).update(status=AgentRun.Status.COMPLETED)
+    ApprovalRequest.objects.filter(pk=approval.pk).update(status="approved")
+    Effect.objects.filter(run_id=approval.run_id).update(status="succeeded")
+    # An audit event of that time: append-only and hashed, so it keeps its plaintext.
+    event_record(
+        action="run.created", actor=bob, run_id=approval.run_id, data={"input": {"x": "OLD"}}
+    )
+
+    runs_erase(runs=[approval.run_id], user=frank, reason="request 9")
+
+    assert not [secret for secret in SECRETS if secret in stored_text()]
+    performed = AuditEvent.objects.get(action="erasure.performed")
+    assert performed.data["legacy_values"] == 10  # sealed, then erased with the key
+    assert performed.data["legacy_events"] == 1  # said, not hidden
