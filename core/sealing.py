@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.keyring import SealedValueError, keyring_get
+from core.keyring import KeyMissingError, SealedValueError, keyring_get
 
 MARKER = "$sealed"
 _VERSION = "v1"
@@ -52,6 +52,11 @@ class DataKeyMissing(LookupError):
 
 class KeyDestroyedError(RuntimeError):
     """A write for a run whose data key was destroyed (the run was erased)."""
+
+
+class DataKeyUnreadable(SealedValueError):
+    """The run's data key cannot be unwrapped: the master key that wrapped it is gone from
+    ``ENCRYPTION_KEYS`` (or the wrapped key was altered). Reads say so; writes raise."""
 
 
 class PlaintextRefused(TypeError):
@@ -86,11 +91,43 @@ class ErasedText(str):
         return self
 
 
+class UnreadableDict(ErasedDict):
+    """What a sealed JSON value reads as while its run's data key cannot be unwrapped (a master
+    key removed too early): empty like an erased value, with the reason; never an erasure."""
+
+    def __init__(self, sealed: Sealed, reason: str) -> None:
+        super().__init__(sealed)
+        self.reason = reason
+
+
+class UnreadableText(ErasedText):
+    reason: str
+
+    def __new__(cls, sealed: SealedText, reason: str) -> UnreadableText:
+        self = super().__new__(cls, sealed)
+        self.reason = reason
+        return self
+
+
 ERASED_LABEL = "erased"
+UNREADABLE_LABEL = "cannot be read"
 
 
 def is_erased(value: Any) -> bool:
+    """Whether a sealed value reads empty because it cannot be opened: erased (its key was
+    destroyed) or, see ``sealed_label``, unreadable (its key's master key is missing)."""
     return isinstance(value, (ErasedDict, ErasedText))
+
+
+def sealed_label(value: Any) -> str:
+    """What a page says in place of a value that ``is_erased``."""
+    reason = getattr(value, "reason", None)
+    return f"{UNREADABLE_LABEL}: {reason}" if reason else ERASED_LABEL
+
+
+class _Unreadable:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 def is_envelope(value: Any) -> bool:
@@ -164,7 +201,10 @@ def _cached(run_id: uuid.UUID) -> Any:
 def _from_row(run_id: uuid.UUID, wrapped: Any, destroyed_at: Any) -> Any:
     if destroyed_at is not None or wrapped is None:
         return _DESTROYED
-    return AESGCM(keyring_get().open(bytes(wrapped), aad=_aad(run_id)))
+    try:
+        return AESGCM(keyring_get().open(bytes(wrapped), aad=_aad(run_id)))
+    except (KeyMissingError, SealedValueError) as exc:
+        return _Unreadable(f"the run's data key does not open ({exc})")
 
 
 def _read(run_id: uuid.UUID) -> Any:
@@ -213,6 +253,8 @@ def _key_for_seal(run_id: uuid.UUID, *, fresh: bool = False) -> AESGCM:
         key = _insert(run_id) or _read(run_id)
     if key is _DESTROYED:
         raise KeyDestroyedError(f"run {run_id} was erased: nothing new is written for it")
+    if isinstance(key, _Unreadable):
+        raise DataKeyUnreadable(f"run {run_id}: {key.reason}")
     if key is None:  # pragma: no cover - the insert lost to a row that then vanished
         raise DataKeyMissing(f"no data key for run {run_id}")
     return key
@@ -333,6 +375,8 @@ def token_open(token: str, *, label: str) -> bytes | None:
         raise DataKeyMissing(f"no data key for run {run}: the sealed value cannot be read")
     if key is _DESTROYED:
         return None
+    if isinstance(key, _Unreadable):
+        raise DataKeyUnreadable(key.reason)
     try:
         return key.decrypt(raw[:_NONCE], raw[_NONCE:], label.encode())
     except Exception as exc:  # cryptography's InvalidTag
@@ -350,7 +394,10 @@ def seal(run_id: Any, value: Any, *, label: str, fresh: bool = False) -> Sealed:
 
 def unseal(envelope: dict[str, Any], *, label: str) -> Any:
     """The JSON value of an envelope, or an ``ErasedDict``."""
-    plain = token_open(envelope[MARKER], label=label)
+    try:
+        plain = token_open(envelope[MARKER], label=label)
+    except DataKeyUnreadable as exc:
+        return UnreadableDict(Sealed(envelope), str(exc))
     if plain is None:
         return ErasedDict(Sealed(envelope))
     return json.loads(plain)
@@ -374,7 +421,10 @@ def unseal_text(stored: str, *, label: str) -> str:
         return stored
     if not is_envelope(envelope):
         return stored
-    plain = token_open(envelope[MARKER], label=label)
+    try:
+        plain = token_open(envelope[MARKER], label=label)
+    except DataKeyUnreadable as exc:
+        return UnreadableText(SealedText(stored), str(exc))
     if plain is None:
         return ErasedText(SealedText(stored))
     return plain.decode()

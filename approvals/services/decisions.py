@@ -30,7 +30,7 @@ from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
 from core.json_limits import json_problem
 from core.prometheus import decision_observe
-from core.sealing import datakey_scope
+from core.sealing import datakey_scope, is_erased, sealed_label
 
 
 def _erased_check(approval: ApprovalRequest) -> None:
@@ -40,6 +40,13 @@ def _erased_check(approval: ApprovalRequest) -> None:
             reason="erased",
             approval=approval,
         )
+    for value in (approval.args, approval.payload):
+        if is_erased(value):  # its data key's master key is missing: nobody sees what it does
+            raise DecisionConflict(
+                f"This approval's data {sealed_label(value)}: nobody can see what it decides.",
+                reason="unreadable",
+                approval=approval,
+            )
 
 
 def approval_edit_preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
