@@ -108,3 +108,29 @@ def test_a_removed_master_key_is_no_server_error_in_the_audit_pages_and_exports(
         errors = _server_errors(admin, run)
     audit = {url: why for url, why in errors.items() if "audit" in url}
     assert audit == {}, f"audit pages and exports fail once k1 is gone: {audit}"
+
+
+def test_the_edit_preview_and_decide_forms_of_an_erased_approval_are_no_server_error(
+    driven, frank, admin
+):
+    runs_erase(runs=[driven.run], user=frank, reason="subject request 6")
+    approval = ApprovalRequest.objects.get(run=driven.run)
+    page = client_for(admin)
+    page.raise_request_exception = False
+    posts = {
+        f"/approvals/{approval.pk}/edit-preview/": {
+            "args": '{"order_id": "ORD-x", "amount": "1.00"}',
+            "seen_hash": approval.payload_hash,
+        },
+        f"/approvals/{approval.pk}/decide/": {
+            "decision": "approve",
+            "seen_hash": approval.payload_hash,
+        },
+    }
+    errors = {}
+    for url, body in posts.items():
+        status = page.post(url, body).status_code
+        if status >= 500:
+            errors[url] = status
+    assert errors == {}
+    assert AgentRun.objects.get(pk=driven.run.pk).erased_at is not None

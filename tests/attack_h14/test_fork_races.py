@@ -3,6 +3,8 @@ run's personal data, readable under a key of its own."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from agents import erasure as erasure_module
@@ -35,10 +37,8 @@ def test_a_fork_from_a_run_read_before_its_erasure_is_refused(driven, frank, adm
     assert AgentRun.objects.get(pk=driven.run.pk).erased_at is not None
 
     child = None
-    try:
+    with contextlib.suppress(ForkRefused):
         child = run_fork(run=stale, checkpoint_id=checkpoint_id, user=admin)
-    except ForkRefused:
-        pass
     survivors = AgentRun.objects.filter(parent_run_id=driven.run.pk, erased_at__isnull=True)
     readable = [run.input.get("customer_email") for run in survivors]
     assert child is None and not readable, (

@@ -62,8 +62,10 @@ def _plant(table: str, column: str, pk, envelope: dict) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET {column} = %s{cast} WHERE id = %s",  # noqa: S608
-            [json.dumps(envelope), pk.hex if connection.vendor == "sqlite" and table ==
-             "approvals_agentrun" else pk],
+            [
+                json.dumps(envelope),
+                pk.hex if connection.vendor == "sqlite" and table == "approvals_agentrun" else pk,
+            ],
         )
 
 
@@ -80,9 +82,7 @@ def test_a_removed_master_key_is_not_a_server_error_on_any_page(note_agent, alic
     ["v1.zz", "v2.abc.def", "v1.{run}.AAAA", "v1.{run}." + "A" * 64, "v1.{other}." + "A" * 64],
     ids=["no run", "unknown version", "too short", "does not open", "run without a key"],
 )
-def test_an_altered_envelope_in_one_approval_is_not_a_server_error(
-    note_agent, alice, admin, token
-):
+def test_an_altered_envelope_in_one_approval_is_not_a_server_error(note_agent, alice, admin, token):
     run, approval = _waiting(note_agent, alice)
     token = token.format(run=run.pk.hex, other="0" * 32)
     _plant("approvals_approvalrequest", "payload", approval.pk, {"$sealed": token})
