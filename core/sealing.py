@@ -333,7 +333,7 @@ def unseal(envelope: dict[str, Any], *, label: str) -> Any:
     """The JSON value of an envelope, or an ``ErasedDict``."""
     try:
         plain = token_open(envelope[MARKER], label=label)
-    except DataKeyUnreadable as exc:
+    except (SealedValueError, DataKeyMissing) as exc:  # a lost master key, an altered value
         return UnreadableDict(Sealed(envelope), str(exc))
     if plain is None:
         return ErasedDict(Sealed(envelope))
@@ -360,7 +360,7 @@ def unseal_text(stored: str, *, label: str) -> str:
         return stored
     try:
         plain = token_open(envelope[MARKER], label=label)
-    except DataKeyUnreadable as exc:
+    except (SealedValueError, DataKeyMissing) as exc:
         return UnreadableText(SealedText(stored), str(exc))
     if plain is None:
         return ErasedText(SealedText(stored))
