@@ -23,18 +23,20 @@ def _ring() -> str:
     return "k1:" + base64.b64encode(os.urandom(32)).decode()
 
 
-def test_a_run_whose_master_key_is_gone_reads_as_unreadable_never_a_500(
-    demo_policy,  # noqa: F811
-    alice,
-    bob,
-    settings,
-):
+@pytest.fixture
+def key_gone(demo_policy, alice, settings):  # noqa: F811
+    """Alice's run with an approval naming SECRET; then k1, which wraps its data key, removed."""
     settings.ENCRYPTION_KEYS = _ring()
     run = RunFactory(requested_by=alice, input={"email": SECRET})
     approval = request_approval(
         requester=alice, tier="write", run=run, args={"order_id": SECRET, "amount": 5}
     )
-    settings.ENCRYPTION_KEYS = _ring().replace("k1:", "k2:")  # k1, which wraps it, removed
+    settings.ENCRYPTION_KEYS = _ring().replace("k1:", "k2:")
+    return run, approval
+
+
+def test_a_run_whose_master_key_is_gone_reads_as_unreadable_never_a_500(key_gone, alice, bob):
+    run, approval = key_gone
 
     pages = [
         (client_for(alice), reverse("agents:run", args=[run.pk])),
@@ -52,18 +54,8 @@ def test_a_run_whose_master_key_is_gone_reads_as_unreadable_never_a_500(
     assert "ENCRYPTION_KEYS" in run_page and "cannot be read" in run_page
 
 
-def test_an_approval_whose_data_cannot_be_read_cannot_be_decided(
-    demo_policy,  # noqa: F811
-    alice,
-    bob,
-    settings,
-):
-    settings.ENCRYPTION_KEYS = _ring()
-    run = RunFactory(requested_by=alice, input={"email": SECRET})
-    approval = request_approval(
-        requester=alice, tier="write", run=run, args={"order_id": SECRET, "amount": 5}
-    )
-    settings.ENCRYPTION_KEYS = _ring().replace("k1:", "k2:")
+def test_an_approval_whose_data_cannot_be_read_cannot_be_decided(key_gone, bob):
+    _, approval = key_gone
     response = rest_client_for(bob).post(
         f"/api/approvals/{approval.pk}/decision/",
         {"decision": "approve", "payload_hash": approval.payload_hash},
