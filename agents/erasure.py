@@ -44,6 +44,7 @@ from agents.models import (
 )
 from agents.runtime.checkpoint import checkpointer_get
 from agents.subjects import subjects_delete
+from agents.tools import tool_find
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.rollups import approvals_rollup_add
 from audit.services import compliance_group_ensure, event_record
@@ -68,6 +69,12 @@ _UNSETTLED = (Effect.Status.CLAIMED, Effect.Status.IN_DOUBT)
 
 class ErasureInvalid(ApplicationError):
     """A request that names nothing to erase or gives no reason (400)."""
+
+
+class ErasureForbidden(ApplicationError):
+    """The person named does not hold the right to erase (403)."""
+
+    status_code = 403
 
 
 class ErasureRefused(ApplicationError):
@@ -139,11 +146,29 @@ def runs_refusals(runs: Sequence[AgentRun]) -> dict[str, str]:
             str(run_id),
             f"effect {key} is {status}: it must be settled first (reconciled, or by a person)",
         )
+    # A cancelled run's applied effects are undone with their args (compensation reads them):
+    # while one with a compensating tool is not undone yet, erasing would make it impossible.
+    cancelled = [run.pk for run in live if run.status == AgentRun.Status.CANCELLED]
+    owed = Effect.objects.filter(
+        run_id__in=cancelled,
+        status=Effect.Status.SUCCEEDED,
+        compensates__isnull=True,
+        compensation__isnull=True,
+    ).values_list("run_id", "key", "tool")
+    for run_id, key, tool in owed:
+        spec = tool_find(tool)
+        if spec is None or spec.compensate_with:
+            refusals.setdefault(
+                str(run_id),
+                f"effect {key} of this cancelled run is not undone yet: compensate it first",
+            )
     return refusals
 
 
 def runs_erase(*, runs: Iterable[Any], user: Any, reason: str, kind: str = "run") -> ErasureOutcome:
     """Erase the personal data of the runs and their forks (see the module docstring)."""
+    if not (user.is_active and user.has_perm(PERMISSION)):
+        raise ErasureForbidden(f"{user.get_username()} may not erase personal data ({PERMISSION}).")
     reason = (reason or "").strip()
     if not reason:
         raise ErasureInvalid("Say why (a reason is required).", errors={"reason": "required"})
@@ -168,6 +193,13 @@ def _keys_destroy(run_ids: list[Any], *, user: Any, reason: str, kind: str) -> E
     with transaction.atomic():
         locked = list(AgentRun.objects.select_for_update().filter(pk__in=run_ids).order_by("id"))
         refusals = runs_refusals(locked)  # again under the lock: things move
+        # A fork made since the runs were resolved would keep their data: erase again.
+        for fork in AgentRun.objects.filter(parent_run_id__in=run_ids, erased_at__isnull=True):
+            if fork.pk not in set(run_ids):
+                refusals.setdefault(
+                    str(fork.parent_run_id),
+                    f"run {fork.pk} was forked from it meanwhile: erase again",
+                )
         if refusals:
             raise ErasureRefused(refusals)
         runs = [run for run in locked if run.erased_at is None]
@@ -214,7 +246,9 @@ def _keys_destroy(run_ids: list[Any], *, user: Any, reason: str, kind: str) -> E
                 )
             )
         subjects_delete(ids)
-        RunStartKey.objects.filter(run_id__in=ids).delete()
+        # The key stays (a retry of its request must not start the run again); its hash of the
+        # request body goes (it would confirm a guessed input).
+        RunStartKey.objects.filter(run_id__in=ids).update(request_hash="")
         threads = Q()
         for run in runs:
             threads |= Q(idempotency_key__startswith=f"{run.thread_id}:")

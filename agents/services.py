@@ -47,6 +47,12 @@ class IdempotencyMismatch(RunStartError):
     status_code = 422
 
 
+class IdempotencyErased(RunStartError):
+    """The run this Idempotency-Key started was erased (410): it is not started again."""
+
+    status_code = 410
+
+
 class IdempotencyInFlight(RunStartError):
     """The first request with this key is still being processed (409)."""
 
@@ -118,6 +124,11 @@ def run_start_idempotent(
             raise IdempotencyInFlight(
                 "A request with this Idempotency-Key just finished; retry.",
                 errors={"Idempotency-Key": "first request still in flight; retry later"},
+            ) from None
+        if claim.run_id is not None and claim.request_hash == "":
+            raise IdempotencyErased(
+                "The run this Idempotency-Key started was erased; it is not started again.",
+                errors={"Idempotency-Key": "its run was erased"},
             ) from None
         if claim.request_hash != body_hash:
             raise IdempotencyMismatch(
@@ -205,10 +216,18 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
             errors={"checkpoint_id": "pruned"},
         )
     with transaction.atomic():
+        # Under the parent's row lock, read again: an erasure that committed since the page
+        # read the run refuses the fork, and one still to come sees the fork (it locks too).
+        parent = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if parent.erased_at is not None:
+            raise ForkRefused(
+                "This run's personal data was erased: it cannot be forked.",
+                errors={"checkpoint_id": "erased"},
+            )
         child = approval_services.run_create(
             agent=run.agent,
             graph_version=checkpoint_version(run) or run.graph_version,
-            input=run.input,
+            input=parent.input,
             requested_by=user,
             request=request,
             parent=run,
@@ -218,7 +237,7 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
                 "next": list(snapshot.next),
             },
         )
-        subjects_index(run=child, run_input=run.input)  # a fork names whom its parent named
+        subjects_index(run=child, run_input=parent.input)  # a fork names whom its parent named
         if index > 0:
             last_nodes = history[index]["nodes"]
             as_node = last_nodes[0] if last_nodes and last_nodes[0] in graph.nodes else None

@@ -16,6 +16,7 @@ from agents.erasure import PERMISSION as ERASE_PERMISSION
 from agents.erasure import ErasureInvalid, ErasureRefused, runs_erase, runs_refusals, runs_resolve
 from approvals.admin import AgentRunAdmin
 from approvals.models import AgentRun
+from approvals.permissions import user_may_view_all
 from console.models import ApiToken
 from console.tokens import token_revoke_as_admin
 
@@ -59,12 +60,16 @@ class ErasableAgentRunAdmin(AgentRunAdmin):
     def has_erase_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(ERASE_PERMISSION)
 
-    # Compliance reads every run in the console; here it may list them to erase them.
+    # Compliance reads every run in the console; here it may list them to erase them. The
+    # right to erase alone never reads a run: it must come with reading every run.
+    def _erases_and_reads_all(self, request: HttpRequest) -> bool:
+        return self.has_erase_permission(request) and user_may_view_all(request.user)
+
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return super().has_view_permission(request, obj) or self.has_erase_permission(request)
+        return super().has_view_permission(request, obj) or self._erases_and_reads_all(request)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return super().has_module_permission(request) or self.has_erase_permission(request)
+        return super().has_module_permission(request) or self._erases_and_reads_all(request)
 
     @admin.action(description="Erase personal data", permissions=["erase"])
     def erase_personal_data(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse:

@@ -35,7 +35,23 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.keyring import SealedValueError, keyring_get
+from core.keyring import KeyMissingError, SealedValueError, keyring_get
+from core.sealed_values import (  # noqa: F401  (re-exported: the API of sealing)
+    ERASED_LABEL,
+    UNREADABLE_LABEL,
+    DataKeyMissing,
+    DataKeyUnreadable,
+    ErasedDict,
+    ErasedText,
+    KeyDestroyedError,
+    PlaintextRefused,
+    Sealed,
+    SealedText,
+    UnreadableDict,
+    UnreadableText,
+    is_erased,
+    sealed_label,
+)
 
 MARKER = "$sealed"
 _VERSION = "v1"
@@ -46,51 +62,9 @@ _scope: ContextVar[dict[uuid.UUID, Any] | None] = ContextVar("datakey_scope", de
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class DataKeyMissing(LookupError):
-    """A sealed value names a run that has no data key row: an integrity error, never erasure."""
-
-
-class KeyDestroyedError(RuntimeError):
-    """A write for a run whose data key was destroyed (the run was erased)."""
-
-
-class PlaintextRefused(TypeError):
-    """Plaintext reached a sealed column by a path that cannot seal it (update(), raw SQL)."""
-
-
-class Sealed(dict):
-    """A sealed JSON value: the envelope ``{"$sealed": token}``, ready to store."""
-
-
-class SealedText(str):
-    """A sealed text value: the envelope's JSON text, ready to store."""
-
-
-class ErasedDict(dict):
-    """What a sealed JSON value reads as once its key is destroyed: empty, falsy. ``sealed``
-    keeps the stored envelope so a save of the instance writes it back unchanged."""
-
-    def __init__(self, sealed: Sealed) -> None:
-        super().__init__()
-        self.sealed = sealed
-
-
-class ErasedText(str):
-    """What a sealed text reads as once its key is destroyed: ``""``; ``sealed`` as above."""
-
-    sealed: SealedText
-
-    def __new__(cls, sealed: SealedText) -> ErasedText:
-        self = super().__new__(cls, "")
-        self.sealed = sealed
-        return self
-
-
-ERASED_LABEL = "erased"
-
-
-def is_erased(value: Any) -> bool:
-    return isinstance(value, (ErasedDict, ErasedText))
+class _Unreadable:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 def is_envelope(value: Any) -> bool:
@@ -164,7 +138,10 @@ def _cached(run_id: uuid.UUID) -> Any:
 def _from_row(run_id: uuid.UUID, wrapped: Any, destroyed_at: Any) -> Any:
     if destroyed_at is not None or wrapped is None:
         return _DESTROYED
-    return AESGCM(keyring_get().open(bytes(wrapped), aad=_aad(run_id)))
+    try:
+        return AESGCM(keyring_get().open(bytes(wrapped), aad=_aad(run_id)))
+    except (KeyMissingError, SealedValueError) as exc:
+        return _Unreadable(f"the run's data key does not open ({exc})")
 
 
 def _read(run_id: uuid.UUID) -> Any:
@@ -213,6 +190,8 @@ def _key_for_seal(run_id: uuid.UUID, *, fresh: bool = False) -> AESGCM:
         key = _insert(run_id) or _read(run_id)
     if key is _DESTROYED:
         raise KeyDestroyedError(f"run {run_id} was erased: nothing new is written for it")
+    if isinstance(key, _Unreadable):
+        raise DataKeyUnreadable(f"run {run_id}: {key.reason}")
     if key is None:  # pragma: no cover - the insert lost to a row that then vanished
         raise DataKeyMissing(f"no data key for run {run_id}")
     return key
@@ -333,6 +312,8 @@ def token_open(token: str, *, label: str) -> bytes | None:
         raise DataKeyMissing(f"no data key for run {run}: the sealed value cannot be read")
     if key is _DESTROYED:
         return None
+    if isinstance(key, _Unreadable):
+        raise DataKeyUnreadable(key.reason)
     try:
         return key.decrypt(raw[:_NONCE], raw[_NONCE:], label.encode())
     except Exception as exc:  # cryptography's InvalidTag
@@ -350,7 +331,10 @@ def seal(run_id: Any, value: Any, *, label: str, fresh: bool = False) -> Sealed:
 
 def unseal(envelope: dict[str, Any], *, label: str) -> Any:
     """The JSON value of an envelope, or an ``ErasedDict``."""
-    plain = token_open(envelope[MARKER], label=label)
+    try:
+        plain = token_open(envelope[MARKER], label=label)
+    except (SealedValueError, DataKeyMissing) as exc:  # a lost master key, an altered value
+        return UnreadableDict(Sealed(envelope), str(exc))
     if plain is None:
         return ErasedDict(Sealed(envelope))
     return json.loads(plain)
@@ -374,7 +358,10 @@ def unseal_text(stored: str, *, label: str) -> str:
         return stored
     if not is_envelope(envelope):
         return stored
-    plain = token_open(envelope[MARKER], label=label)
+    try:
+        plain = token_open(envelope[MARKER], label=label)
+    except (SealedValueError, DataKeyMissing) as exc:
+        return UnreadableText(SealedText(stored), str(exc))
     if plain is None:
         return ErasedText(SealedText(stored))
     return plain.decode()

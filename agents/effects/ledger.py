@@ -286,9 +286,8 @@ def _claim(
             raise ToolError(
                 f"{tool} was not called: {effect.settled_by} settled it as not done", status=409
             )
-        # Try again with the same key: the downstream dedupes, and a persistent error recurs.
-        # A person's "call it again" authorizes exactly one more call (settlement cleared), and
-        # so does "it did not happen" for an undo: the undo is still owed.
+        # Same key again (the downstream dedupes). A person's "call it again" authorizes one more
+        # call (settlement cleared), so does "it did not happen" for an undo (still owed).
         authorized = effect.settlement == Settlement.RETRY or (
             undo and effect.settlement == Settlement.NOT_DONE
         )

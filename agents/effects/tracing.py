@@ -53,7 +53,12 @@ def tool_call_span(*, tool: str, key: str, run_id: str, compensating: bool) -> I
         except BaseException as exc:
             outcome = call.outcome or _outcome_of(exc)
             if outcome in ("error", "in_doubt"):
-                span.record_exception(exc)
+                # The type only: an error's text can hold run data, and the collector is out
+                # of erasure's reach (docs/operations.md).
+                kind = type(exc)
+                span.add_event(
+                    "exception", {"exception.type": f"{kind.__module__}.{kind.__qualname__}"}
+                )
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
         finally:

@@ -30,16 +30,19 @@ from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
 from core.json_limits import json_problem
 from core.prometheus import decision_observe
-from core.sealing import datakey_scope
+from core.sealing import datakey_scope, is_erased, sealed_label
 
 
-def _erased_check(approval: ApprovalRequest) -> None:
+def _erased_check(approval: ApprovalRequest) -> None:  # erased, or its key's master key gone
     if approval.run.erased_at is not None:
         raise DecisionConflict(
             "This run's personal data was erased: its approvals can no longer be decided.",
             reason="erased",
             approval=approval,
         )
+    for value in (v for v in (approval.args, approval.payload) if is_erased(v)):
+        text = f"This approval's data {sealed_label(value)}."
+        raise DecisionConflict(text, reason="unreadable", approval=approval)
 
 
 def approval_edit_preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
@@ -72,9 +75,7 @@ def approval_decide(
     hash of exactly these args, so nobody confirms values whose diff they did not see;
     otherwise PreviewRequired carries the diff to show.
     """
-    # First, before the args are read (an erased run's read as empty): a conflict with the
-    # run's state (409), whoever asks.
-    _erased_check(approval)
+    _erased_check(approval)  # first, before the args are read: a 409 whoever asks
     allowed, reason = user_may_decide(user=user, approval=approval)
     if not allowed:
         raise DecisionForbidden(reason)

@@ -36,6 +36,12 @@ def is_erased(value: Any) -> bool:
 
 
 @register.filter
+def sealed_label(value: Any) -> str:
+    """What stands in for a value that ``is_erased``: "erased", or why it cannot be read."""
+    return sealing.sealed_label(value)
+
+
+@register.filter
 def tier_class(tier: str) -> str:
     return TIER_CLASSES.get(str(tier), "tier-other")
 
@@ -43,8 +49,9 @@ def tier_class(tier: str) -> str:
 @register.filter
 def summary(approval: Any) -> str:
     """One line saying what the approval is about: blast radius, rationale, or the args."""
-    if sealing.is_erased(approval.payload) or sealing.is_erased(approval.args):
-        return sealing.ERASED_LABEL
+    for value in (approval.payload, approval.args):
+        if sealing.is_erased(value):
+            return sealing.sealed_label(value)
     payload = approval.payload if isinstance(approval.payload, dict) else {}
     for key in ("blast_radius", "rationale", "description"):
         text = payload.get(key)

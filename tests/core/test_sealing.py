@@ -17,6 +17,7 @@ from core.sealing import (
     ErasedDict,
     ErasedText,
     KeyDestroyedError,
+    UnreadableDict,
     datakey_create,
     datakey_scope,
     datakeys_destroy,
@@ -24,6 +25,8 @@ from core.sealing import (
     is_erased,
     seal,
     seal_text,
+    sealed_label,
+    token_open,
     unseal,
     unseal_text,
 )
@@ -41,14 +44,18 @@ def test_a_sealed_value_opens_only_under_its_run_and_label() -> None:
     assert "ada@example.com" not in json.dumps(sealed)
     assert unseal(sealed, label="approvals.AgentRun.input") == SECRET
     with pytest.raises(SealedValueError):
-        unseal(sealed, label="approvals.AgentRun.output")  # moved to another column
+        token_open(token, label="approvals.AgentRun.output")  # moved to another column
+    # A field reads what does not open as "cannot be read" (a page never fails on it).
+    unreadable = unseal(sealed, label="approvals.AgentRun.output")
+    assert isinstance(unreadable, UnreadableDict) and not unreadable
+    assert sealed_label(unreadable).startswith("cannot be read: ")
     datakey_create(other)
     moved = {MARKER: token.replace(run.hex, other.hex)}
-    with pytest.raises(SealedValueError):
-        unseal(moved, label="approvals.AgentRun.input")  # moved to another run
+    assert isinstance(unseal(moved, label="approvals.AgentRun.input"), UnreadableDict)
     altered = {MARKER: token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]}
+    assert isinstance(unseal(altered, label="approvals.AgentRun.input"), UnreadableDict)
     with pytest.raises(SealedValueError):
-        unseal(altered, label="approvals.AgentRun.input")
+        token_open(altered[MARKER], label="approvals.AgentRun.input")
 
 
 def test_the_data_key_is_stored_wrapped_never_in_the_clear() -> None:
@@ -87,7 +94,9 @@ def test_a_missing_key_row_is_an_integrity_error_not_an_erasure() -> None:
     sealed = seal(run, SECRET, label="x")
     DataKey.objects.filter(run_id=run).delete()
     with pytest.raises(DataKeyMissing):
-        unseal(sealed, label="x")
+        token_open(sealed[MARKER], label="x")
+    missing = unseal(sealed, label="x")
+    assert "no data key" in sealed_label(missing)
 
 
 def test_text_keeps_the_empty_string_and_legacy_plaintext() -> None:

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.erasure import (
+    PERMISSION,
     ErasureInvalid,
     ErasureRefused,
     erasures_resume,
@@ -73,6 +74,8 @@ class Command(BaseCommand):
             self._list(runs)
             return
         user = self._user(opts["by"])
+        if not (user.is_active and user.has_perm(PERMISSION)):
+            raise CommandError(f"--by: {user.get_username()} may not erase ({PERMISSION})")
         if not opts["reason"].strip():
             raise CommandError(
                 "--reason is required: say why these runs are erased (not who they name)"

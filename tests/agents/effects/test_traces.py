@@ -110,3 +110,16 @@ def test_a_refused_call_is_traced_as_an_error_with_its_attempts(run, downstream,
     assert span.attributes["tool.attempts"] == 2 and span.attributes["tool.retries"] == 1
     assert span.status.status_code == StatusCode.ERROR
     assert span.status.description == "ToolError"
+
+
+def test_a_failed_call_s_span_names_the_exception_type_never_its_message(run, downstream, spans):
+    # An error's text can hold run data (a downstream echoing the args); the collector is out
+    # of erasure's reach, so spans carry the type only.
+    downstream.script = [ToolError("400: no account for ada@example.com")]
+    with pytest.raises(ToolError):
+        _call(run)
+    (span,) = spans.named("tool.call")
+    (event,) = span.events
+    assert event.name == "exception"
+    assert dict(event.attributes) == {"exception.type": "agents.effects.errors.ToolError"}
+    assert "ada@example.com" not in repr(span.to_json())

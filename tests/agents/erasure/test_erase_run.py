@@ -184,17 +184,21 @@ def test_erase_resume_completes_an_interrupted_erasure(driven, frank, monkeypatc
     assert _checkpoint(driven.run) is None
 
 
-def test_erasure_deletes_the_run_s_idempotency_key(alice, bob, frank):
-    from agents.services import run_start_idempotent
+def test_erasure_keeps_the_run_s_idempotency_key_without_its_hash(alice, bob, frank):
+    from agents.services import IdempotencyErased, run_start_idempotent
 
-    run, _ = run_start_idempotent(
-        key="k-erase-1", agent="refund_agent", input=refund_input(), user=alice
-    )
+    body = refund_input()
+    run, _ = run_start_idempotent(key="k-erase-1", agent="refund_agent", input=body, user=alice)
     assert advance.run_advance(run_id=run.id) == "waiting"
     run_cancel(run=AgentRun.objects.get(pk=run.pk), user=alice)
     advance.run_advance(run_id=run.id)
     runs_erase(runs=[run], user=frank, reason=REASON)
-    assert not RunStartKey.objects.filter(run=run).exists()
+    # The hash of the body is gone (it would confirm a guessed input); the key holds: a retry
+    # of the same request answers 410, never a second run.
+    assert RunStartKey.objects.get(run=run).request_hash == ""
+    with pytest.raises(IdempotencyErased):
+        run_start_idempotent(key="k-erase-1", agent="refund_agent", input=body, user=alice)
+    assert AgentRun.objects.filter(requested_by=alice).count() == 1
 
 
 def test_erasing_a_run_erases_its_forks(alice, bob, frank, admin):
