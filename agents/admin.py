@@ -1,9 +1,6 @@
 """Admin for the effects ledger, the sandbox systems (labelled as sandboxes) and checkpoint
 retention policies."""
 
-import json
-from typing import Any
-
 from django.contrib import admin
 
 from agents.forms import RetentionPolicyAdminForm
@@ -17,40 +14,15 @@ from agents.models import (
 )
 from agents.retention_models import RetentionPolicy
 from agents.runtime.retention import retention_policy_delete, retention_policy_save
-from core.sealing import ERASED_LABEL, is_erased
-
-SEALED = ("args", "result", "error")
-
-
-def _opened(value: Any) -> str:
-    """A sealed value as read (opened), or "erased" once its run's key is destroyed."""
-    if is_erased(value):
-        return ERASED_LABEL
-    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+from approvals.admin import sealed_readonly
 
 
 @admin.register(Effect)
+@sealed_readonly(Effect)  # args, result and error shown opened, or "erased", never the envelope
 class EffectAdmin(admin.ModelAdmin):
     list_display = ("key", "tool", "status", "run", "attempts", "created_at")
     list_filter = ("status", "tool")
     search_fields = ("key", "tool", "run__id")
-    # Args, result and error are sealed: shown opened, or "erased" (never the envelope).
-    exclude = SEALED
-    readonly_fields = [
-        f"{f.name}_opened" if f.name in SEALED else f.name for f in Effect._meta.fields
-    ]
-
-    @admin.display(description="args")
-    def args_opened(self, obj: Effect) -> str:
-        return _opened(obj.args)
-
-    @admin.display(description="result")
-    def result_opened(self, obj: Effect) -> str:
-        return _opened(obj.result)
-
-    @admin.display(description="error")
-    def error_opened(self, obj: Effect) -> str:
-        return _opened(obj.error)
 
     # The ledger is append-only (the database refuses deletes too): read it, never edit it.
     def has_add_permission(self, request, obj=None) -> bool:

@@ -26,7 +26,7 @@ from approvals.notifications import (
 )
 from approvals.services import policy_change_record, policy_object_delete
 from core.sealed_fields import SealedJSONField, SealedTextField
-from core.sealing import ERASED_LABEL, is_erased
+from core.sealing import is_erased, sealed_label
 
 
 def _opened(name: str) -> Any:
@@ -36,7 +36,7 @@ def _opened(name: str) -> Any:
     def display(model_admin: admin.ModelAdmin, obj: Any) -> str:
         value = getattr(obj, name)
         if is_erased(value):
-            return ERASED_LABEL
+            return sealed_label(value)
         if value is None or isinstance(value, str):
             return value if value is not None else "-"
         return json.dumps(value, ensure_ascii=False)
@@ -46,17 +46,20 @@ def _opened(name: str) -> Any:
 
 def sealed_readonly(model: Any) -> Any:
     """A class decorator: the admin shows every field of ``model`` read-only, the sealed ones
-    through ``<name>_opened`` (Django's display would show an erased value as empty)."""
+    through ``<name>_opened`` (Django's display would show an erased value as empty), never
+    as an editable box (excluded from the form)."""
 
     def decorate(cls: Any) -> Any:
-        names = []
+        names, sealed = [], []
         for field in model._meta.fields:
             if _is_sealed(field):
                 setattr(cls, f"{field.name}_opened", _opened(field.name))
                 names.append(f"{field.name}_opened")
+                sealed.append(field.name)
             else:
                 names.append(field.name)
         cls.readonly_fields = names
+        cls.exclude = tuple(sealed)
         return cls
 
     return decorate
