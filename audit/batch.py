@@ -29,7 +29,7 @@ from audit.services import (
     record_hash,
     record_text,
 )
-from core.sealing import datakey_scope_ensure, datakeys_prefetch
+from core.sealing import datakey_scope, datakeys_prefetch
 
 # The keys an event may have (event_record's arguments without ``request``: batches are the
 # system's own events, which carry no client address).
@@ -49,7 +49,7 @@ def events_record(events: list[Mapping[str, Any]]) -> list[AuditEvent]:
     rows: list[AuditEvent] = []
     with block:
         # Sealed before the chain's lock is taken, the runs' keys read in one query.
-        with datakey_scope_ensure():
+        with datakey_scope():
             datakeys_prefetch(e.get("run_id") for e in events if e.get("private") is not None)
             datas = [
                 data_with_private(e.get("data"), run_id=e.get("run_id"), private=e.get("private"))

@@ -19,7 +19,7 @@ from audit.models import AuditExport
 from audit.private import data_open, data_runs_sealed
 from audit.services import CHAIN_VERSION, HASHED_FIELDS, hashed_row
 from audit.verify import JSONL_FORMAT, JSONL_FORMAT_OPENED, OPENED_KEY, digest_start
-from core.sealing import datakey_scope_ensure, datakeys_prefetch
+from core.sealing import datakey_scope, datakeys_prefetch
 
 CSV_FORMAT = "audit-csv/1"
 CSV_COLUMNS = (*HASHED_FIELDS, "prev_hash", "hash")
@@ -127,7 +127,7 @@ def _batch_opened(batch: list[tuple], columns: dict[Any, tuple]) -> dict[Any, An
         else:
             values = dict(zip(_DB_NAMES, columns[seq], strict=True))
             found[seq] = (values["run_id"], values["data"])
-    with datakey_scope_ensure():
+    with datakey_scope():
         datakeys_prefetch(data_runs_sealed(found.values()))
         return {seq: data_open(data, run_id=run_id) for seq, (run_id, data) in found.items()}
 

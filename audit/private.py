@@ -23,7 +23,7 @@ from core.keyring import SealedValueError
 from core.sealing import (
     ERASED_LABEL,
     MARKER,
-    datakey_scope_ensure,
+    datakey_scope,
     datakeys_prefetch,
     is_envelope,
     token_open,
@@ -49,7 +49,7 @@ def data_with_private(
     clash = sorted(set(merged) & set(private))
     if clash:
         raise ValueError(f"audit keys both in data and private: {', '.join(clash)}")
-    with datakey_scope_ensure():  # one key read for all of an event's values
+    with datakey_scope():  # one key read for all of an event's values
         for key, value in private.items():
             if type(key) is not str:
                 raise TypeError(f"private audit keys are strings, not {type(key).__name__}")
@@ -119,6 +119,6 @@ def events_data_open(events: Iterable[Any]) -> list[Any]:
     """``event_data_open`` of each event, the runs' keys read in one query first (inside a
     key scope: a request's, a task's, or one opened here for the call)."""
     events = list(events)
-    with datakey_scope_ensure():
+    with datakey_scope():
         datakeys_prefetch(data_runs_sealed((event.run_id, event.data) for event in events))
         return [event_data_open(event) for event in events]

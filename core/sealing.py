@@ -253,10 +253,6 @@ def datakey_scope() -> Iterator[None]:
         _scope.reset(token)
 
 
-# The current key cache for the block, or a new one when no scope is open (scopes nest).
-datakey_scope_ensure = datakey_scope
-
-
 def scoped(fn: F) -> F:
     """A task function whose reads share one key cache."""
 
