@@ -13,7 +13,8 @@ Callers import this package (``from approvals import services as approval_servic
 from __future__ import annotations
 
 from approvals.contract import RUN_ADVANCE_TASK, TIMEOUT_ACTOR
-from approvals.services.decisions import approval_close, approval_decide, approval_edit_preview
+from approvals.services.decision_final import approval_close
+from approvals.services.decisions import approval_decide, approval_edit_preview
 from approvals.services.errors import (
     ArgsInvalid,
     DecisionConflict,
