@@ -141,6 +141,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Started a {run.agent} run.")
             return redirect("agents:run", pk=run.pk)
     context = _start_context(specs, spec, input_form, json_form, json_open=generated is None)
+    context["form"] = form  # the one submitted, with its errors
     return render(request, "agents/run_new.html", context, status=400)
 
 
