@@ -21,9 +21,7 @@ OVERFLOWING = """() => Array.from(document.querySelectorAll("body *"))
 
 
 def assert_no_sideways_scroll(page: Page) -> None:
-    width, inner = page.evaluate(
-        "() => [document.documentElement.scrollWidth, window.innerWidth]"
-    )
+    width, inner = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert width <= inner, f"{page.url} scrolls sideways ({width} > {inner}): " + ", ".join(
         page.evaluate(OVERFLOWING)
     )
