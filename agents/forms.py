@@ -1,4 +1,5 @@
-"""Forms of the run pages, and the admin form of a checkpoint retention policy."""
+"""Forms of the run pages (filters; the start form, generated from the agent's input schema,
+with a JSON box beside it), and the admin form of a checkpoint retention policy."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django import forms
 from agents.retention_models import RetentionPolicy
 from agents.runtime.registry import agent_list
 from approvals.models import AgentRun
+from approvals.schema_form import schema_errors_attach, schema_fields
 from core.json_limits import json_problem
 
 
@@ -71,6 +73,57 @@ class RunStartForm(forms.Form):
                 self.add_error("input", f"{key.removeprefix('input.')}: {message}")
             else:
                 self.add_error(None, message)
+
+
+class RunAgentForm(forms.Form):
+    """Which agent the start form is for (``?agent=``; an unknown name falls back to the first)."""
+
+    agent = forms.ChoiceField(label="Agent")
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = _agent_choices()
+
+
+class RunInputForm(forms.Form):
+    """One input per property of the agent's input schema (fields named ``input-<property>``),
+    prefilled from the schema's defaults and the agent's example input. The start service
+    validates the typed values again against the same schema."""
+
+    def __init__(
+        self,
+        *args: Any,
+        schema: dict[str, Any],
+        example: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        kwargs.setdefault("prefix", "input")
+        properties = schema.get("properties") or {}
+        defaults = {
+            name: node["default"]
+            for name, node in properties.items()
+            if isinstance(node, dict) and "default" in node
+        }
+        kwargs.setdefault("initial", {**defaults, **(example or {})})
+        super().__init__(*args, **kwargs)
+        fields, _nullable = schema_fields(schema, {}, extra=False)
+        self.fields.update(fields)
+
+    def input_value(self) -> dict[str, Any]:
+        """The run input from cleaned_data (call after is_valid): a blank optional input is
+        left out, so the agent's own default applies."""
+        result: dict[str, Any] = {}
+        for name, field in self.fields.items():
+            value = self.cleaned_data.get(name)
+            if isinstance(field, forms.BooleanField):
+                result[name] = bool(value)
+            elif value not in (None, ""):
+                result[name] = value
+        return result
+
+    def add_start_errors(self, errors: dict[str, str]) -> None:
+        """Attach RunStartError.errors ("input.<field>" next to its input; the rest above)."""
+        schema_errors_attach(self, errors, prefix="input")
 
 
 class RetentionPolicyAdminForm(forms.ModelForm):

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from agents import selectors, services
-from agents.forms import RunFilterForm, RunStartForm
+from agents.forms import RunAgentForm, RunFilterForm, RunInputForm, RunStartForm
 from agents.models import (
     SandboxDeploy,
     SandboxInventoryMovement,
@@ -25,7 +25,7 @@ from agents.models import (
     Settlement,
 )
 from agents.runtime.at_rest import CheckpointKeyMissing, CheckpointUnreadable
-from agents.runtime.registry import agent_list
+from agents.runtime.registry import AgentSpec, agent_list
 from approvals.models import AgentRun
 from approvals.permissions import user_may_cancel
 from approvals.run_errors import error_summary
@@ -87,35 +87,81 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     return render(request, "agents/run_list.html", context)
 
 
+def _spec_named(specs: list[AgentSpec], name: str | None) -> AgentSpec | None:
+    return next((s for s in specs if s.name == name), None)
+
+
+def _json_form(spec: AgentSpec | None) -> RunStartForm:
+    """The JSON box, prefilled with the agent's example input."""
+    if spec is None:
+        return RunStartForm()
+    return RunStartForm(
+        initial={"agent": spec.name, "input": json.dumps(spec.example_input, indent=2)}
+    )
+
+
+def _input_form(spec: AgentSpec | None, data: Any = None) -> RunInputForm | None:
+    """The inputs generated from the agent's input schema (None: it declares none)."""
+    schema = spec.input_schema() if spec is not None else None
+    if schema is None:
+        return None
+    return RunInputForm(data, schema=schema, example=spec.example_input)
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
+@vary_on_headers("HX-Request")
 def run_new(request: HttpRequest) -> HttpResponse:
+    """Choose an agent (``?agent=``; htmx swaps its inputs in), fill its inputs or its JSON
+    box, start. A POST carrying ``input`` is the JSON box; any other, the generated inputs."""
     specs = agent_list()
-    if request.method == "POST":
-        form = RunStartForm(request.POST)
-        if form.is_valid():
-            try:
-                run = services.run_start(
-                    agent=form.cleaned_data["agent"],
-                    input=form.cleaned_data["input"],
-                    user=request.user,
-                    request=request,
-                )
-            except services.RunStartError as exc:
-                form.add_start_errors(exc.errors or {"": exc.message})
-            else:
-                messages.success(request, f"Started a {run.agent} run.")
-                return redirect("agents:run", pk=run.pk)
-        status = 400
+    if request.method == "GET":
+        spec = _spec_named(specs, request.GET.get("agent")) or (specs[0] if specs else None)
+        context = _start_context(specs, spec, _input_form(spec), _json_form(spec))
+        if request.htmx and not request.htmx.history_restore_request:
+            return render(request, "agents/run_new.html#run-start", context)
+        return render(request, "agents/run_new.html", context)
+    spec = _spec_named(specs, request.POST.get("agent"))
+    generated = None if "input" in request.POST else _input_form(spec, request.POST)
+    form: RunStartForm | RunInputForm
+    if generated is not None:
+        form, input_form, json_form = generated, generated, _json_form(spec)
     else:
-        first = specs[0] if specs else None
-        chosen = next((s for s in specs if s.name == request.GET.get("agent")), first)
-        initial = {}
-        if chosen is not None:
-            initial = {"agent": chosen.name, "input": json.dumps(chosen.example_input, indent=2)}
-        form = RunStartForm(initial=initial)
-        status = 200
-    return render(request, "agents/run_new.html", {"form": form, "specs": specs}, status=status)
+        form = json_form = RunStartForm(request.POST)
+        input_form = _input_form(spec)
+    if form.is_valid():
+        value = generated.input_value() if generated is not None else form.cleaned_data["input"]
+        try:
+            run = services.run_start(
+                agent=request.POST.get("agent", ""), input=value, user=request.user, request=request
+            )
+        except services.RunStartError as exc:
+            form.add_start_errors(exc.errors or {"": exc.message})
+        else:
+            messages.success(request, f"Started a {run.agent} run.")
+            return redirect("agents:run", pk=run.pk)
+    context = _start_context(specs, spec, input_form, json_form, json_open=generated is None)
+    context["form"] = form  # the one submitted, with its errors
+    return render(request, "agents/run_new.html", context, status=400)
+
+
+def _start_context(
+    specs: list[AgentSpec],
+    spec: AgentSpec | None,
+    input_form: RunInputForm | None,
+    json_form: RunStartForm,
+    *,
+    json_open: bool = False,
+) -> dict[str, Any]:
+    chooser = RunAgentForm(initial={"agent": spec.name} if spec else {})
+    return {
+        "specs": specs,
+        "spec": spec,
+        "chooser": chooser,
+        "input_form": input_form,
+        "json_form": json_form,
+        "json_open": json_open,
+    }
 
 
 @require_GET

@@ -54,6 +54,18 @@ class AgentSpec:
             return raw
         return self.input_model.model_validate(raw).model_dump(mode="json")
 
+    def input_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of the input (None: the agent declares none, or pydantic cannot
+        describe its model); the start form generates its inputs from it."""
+        if self.input_model is None:
+            return None
+        try:
+            schema = self.input_model.model_json_schema()
+        except Exception:  # noqa: BLE001 - an odd model falls back to the JSON box
+            log.warning("the input schema of agent %s cannot be generated", self.name)
+            return None
+        return schema if isinstance(schema.get("properties"), dict) else None
+
     def graph_input(self, run_input: dict[str, Any]) -> Any:
         return self.make_input(run_input) if self.make_input else run_input
 

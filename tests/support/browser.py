@@ -35,6 +35,7 @@ from tests.support.factories import DEMO_PASSWORD
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
 VIEWPORT = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
 
@@ -104,11 +105,13 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def log_in(browser: Browser, web_url: str) -> Iterator[Callable[..., Person]]:
-    """``log_in(user)``: a new browser context, logged in through the login form."""
+    """``log_in(user)``: a new browser context, logged in through the login form; keyword
+    arguments go to the context (``viewport=PHONE, is_mobile=True, device_scale_factor=2``)."""
     people: list[Person] = []
 
-    def make(user: Any) -> Person:
-        context = browser.new_context(base_url=web_url, viewport=VIEWPORT)
+    def make(user: Any, **context_options: Any) -> Person:
+        options = {"viewport": VIEWPORT, **context_options}
+        context = browser.new_context(base_url=web_url, **options)
         context.set_default_timeout(15_000)
         page = context.new_page()
         person = Person(username=user.get_username(), context=context, page=page)

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.models import SandboxDeploy
 from approvals.services import policy_seed_demo
+from audit.services import compliance_group_ensure
 
 DEMO_PASSWORD = "demo"
 
@@ -65,7 +66,11 @@ DEPLOYS: tuple[DemoDeploy, ...] = (
 
 
 def demo_groups_seed(*, names: tuple[str, ...] = GROUPS) -> dict[str, Group]:
-    return {name: Group.objects.get_or_create(name=name)[0] for name in names}
+    groups = {name: Group.objects.get_or_create(name=name)[0] for name in names}
+    # The compliance group's right (audit.view_audit) is granted here too, not only by the
+    # post_migrate hook, so frank reads the audit trail on any database seed_demo runs on.
+    groups["compliance"] = compliance_group_ensure()
+    return groups
 
 
 def demo_person_seed(*, person: DemoPerson, groups: dict[str, Group]) -> User:
