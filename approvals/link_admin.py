@@ -16,6 +16,9 @@ from audit.services import event_record
 class WebhookEndpointAdminForm(forms.ModelForm):
     """The kind, and Slack's signing secret typed once and never shown again."""
 
+    url = forms.URLField(
+        max_length=500, assume_scheme="https", help_text="Receives a signed JSON POST per event."
+    )
     kind = forms.ChoiceField(
         choices=WebhookEndpoint.Kind.choices,
         required=False,

@@ -6,56 +6,128 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0022_h14_seal_runs'),
+        ("approvals", "0022_h14_seal_runs"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='webhookendpoint',
-            name='kind',
-            field=models.CharField(choices=[('standard', 'Standard (signed JSON)'), ('slack', 'Slack (Block Kit message with buttons)')], default='standard', max_length=8),
+            model_name="webhookendpoint",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("standard", "Standard (signed JSON)"),
+                    ("slack", "Slack (Block Kit message with buttons)"),
+                ],
+                default="standard",
+                max_length=8,
+            ),
         ),
         migrations.AddField(
-            model_name='webhookendpoint',
-            name='slack_signing_secret',
+            model_name="webhookendpoint",
+            name="slack_signing_secret",
             field=models.CharField(blank=True, max_length=200),
         ),
         migrations.CreateModel(
-            name='DecisionLink',
+            name="DecisionLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('expires_at', models.DateTimeField()),
-                ('nonce_hash', models.CharField(blank=True, max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('used_at', models.DateTimeField(blank=True, null=True)),
-                ('decision', models.CharField(blank=True, max_length=10)),
-                ('approval', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='decision_links', to='approvals.approvalrequest')),
-                ('notification', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='decision_link', to='approvals.notification')),
-                ('recipient', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='decision_links', to=settings.AUTH_USER_MODEL)),
-                ('used_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("payload_hash", models.CharField(max_length=64)),
+                ("expires_at", models.DateTimeField()),
+                ("nonce_hash", models.CharField(blank=True, max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("used_at", models.DateTimeField(blank=True, null=True)),
+                ("decision", models.CharField(blank=True, max_length=10)),
+                (
+                    "approval",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decision_links",
+                        to="approvals.approvalrequest",
+                    ),
+                ),
+                (
+                    "notification",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="decision_link",
+                        to="approvals.notification",
+                    ),
+                ),
+                (
+                    "recipient",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decision_links",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "used_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('used_at__isnull', True), ('used_by__isnull', False), _connector='OR'), name='decision_link_used_by')],
+                "ordering": ["-created_at", "-id"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("used_at__isnull", True), ("used_by__isnull", False), _connector="OR"
+                        ),
+                        name="decision_link_used_by",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SlackIdentity',
+            name="SlackIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('team_id', models.CharField(help_text='The Slack workspace id (T…).', max_length=32)),
-                ('slack_user_id', models.CharField(help_text='The Slack member id (U… or W…).', max_length=32)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='slack_identities', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "team_id",
+                    models.CharField(help_text="The Slack workspace id (T…).", max_length=32),
+                ),
+                (
+                    "slack_user_id",
+                    models.CharField(help_text="The Slack member id (U… or W…).", max_length=32),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="slack_identities",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'Slack identities',
-                'ordering': ['team_id', 'slack_user_id'],
-                'constraints': [models.UniqueConstraint(fields=('team_id', 'slack_user_id'), name='slack_identity_once')],
+                "verbose_name_plural": "Slack identities",
+                "ordering": ["team_id", "slack_user_id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("team_id", "slack_user_id"), name="slack_identity_once"
+                    )
+                ],
             },
         ),
     ]
