@@ -96,7 +96,7 @@ def test_a_link_opened_by_get_decides_nothing_and_its_post_decides_once(waiting,
     html = page.content.decode()
     assert "A-1" in html and "The customer was charged twice." in html  # the full detail
     assert 'id="link-approve"' in html and 'id="link-reject"' in html
-    assert page["Referrer-Policy"] == "no-referrer"
+    assert page["Referrer-Policy"] == "same-origin"
     client.head(link_page(token))  # scanners probe with HEAD too
     assert status_of(waiting) == ApprovalRequest.Status.PENDING
 
