@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.db import models, transaction
 
 from approvals.admin_forms import RiskTierAdminForm, ToolPolicyAdminForm, ToolPolicyRuleFormSet
+from approvals.link_admin import WebhookEndpointAdminForm  # registers the links' admin too
 from approvals.models import (
     AgentRun,
     ApprovalRequest,
@@ -245,10 +246,11 @@ class ApprovalVoteAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin):
-    list_display = ("name", "url", "is_active", "created_at")
-    list_filter = ("is_active",)
+    form = WebhookEndpointAdminForm
+    list_display = ("name", "kind", "url", "is_active", "created_at")
+    list_filter = ("is_active", "kind")
     search_fields = ("name", "url")
-    fields = ("name", "url", "is_active", "secret", "created_at")
+    fields = ("name", "url", "is_active", "kind", "slack_signing_secret", "secret", "created_at")
     # Generated, never typed: rotate it with the action (the receiver needs the new one).
     readonly_fields = ("secret", "created_at")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
@@ -259,7 +261,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         fields = super().get_fields(request, obj)
         if self.has_change_permission(request, obj):
             return fields
-        return [name for name in fields if name != "secret"]
+        return [name for name in fields if name not in ("secret", "slack_signing_secret")]
 
     # Every change is audited (webhook_endpoint.changed), in the admin's transaction.
     def save_model(self, request, obj, form, change):

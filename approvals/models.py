@@ -253,6 +253,7 @@ class ApprovalVote(models.Model):
         return f"{self.user} {self.decision} #{self.approval_id} (round {self.round})"
 
 
+from approvals.link_models import DecisionLink, SlackIdentity  # noqa: E402, F401
 from approvals.policy_models import (  # noqa: E402, F401
     PolicyVersion,
     RiskTier,

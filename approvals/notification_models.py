@@ -17,6 +17,10 @@ def webhook_secret_new() -> str:
 class WebhookEndpoint(models.Model):
     """Where a tier's notifications are POSTed, and the secret that signs them."""
 
+    class Kind(models.TextChoices):
+        STANDARD = "standard", "Standard (signed JSON)"
+        SLACK = "slack", "Slack (Block Kit message with buttons)"
+
     name = models.CharField(max_length=100, unique=True)
     url = models.URLField(max_length=500, help_text="Receives a signed JSON POST per event.")
     secret = models.CharField(
@@ -25,6 +29,10 @@ class WebhookEndpoint(models.Model):
         help_text="Signs every request (Standard Webhooks, HMAC-SHA256); give it to the receiver.",
     )
     is_active = models.BooleanField(default=True, help_text="Off: nothing is sent to it.")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.STANDARD)
+    # Slack's app signing secret: verifies the button presses Slack sends back
+    # (approvals/slack.py). Set in the admin, never shown in lists or audit events.
+    slack_signing_secret = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

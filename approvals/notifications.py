@@ -1,8 +1,10 @@
 """The notification outbox: rows written in the event's transaction, delivered by a task.
 
-Channels: email through Django's email backend, and a webhook (JSON POST with a
-Slack-compatible ``text``, signed the Standard Webhooks way with the endpoint's secret: see
-docs/security.md) configured per tier. Delivery retries with exponential backoff and
+Channels: email through Django's email backend (an approver's carries a signed decision link:
+approvals/links.py), and a webhook (JSON POST with a Slack-compatible ``text``, or a Block Kit
+message for a Slack endpoint, signed the Standard Webhooks way with the endpoint's secret: see
+approvals/notification_webhooks.py and docs/security.md) configured per tier. What a message
+says and to whom is approvals/notification_text.py. Delivery retries with exponential backoff and
 ends in ``failed`` after NOTIFICATION_MAX_ATTEMPTS; it never touches the approval itself, so
 a failing channel cannot block or undo a decision.
 """
@@ -10,29 +12,34 @@ a failing channel cannot block or undo a decision.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import urllib.error
-import urllib.request
-from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django_q.tasks import async_task
-from standardwebhooks.webhooks import Webhook
 
-from approvals.models import (
-    ApprovalRequest,
-    Notification,
-    RiskTier,
-    WebhookEndpoint,
-    webhook_secret_new,
+from approvals.links import decision_link_text, decision_links_create
+from approvals.models import ApprovalRequest, Notification, RiskTier
+
+# Re-exported: callers (the admin, tests) import these from here.
+from approvals.notification_text import (  # noqa: F401
+    Recipient,
+    approval_url,
+    message_payload,
+    message_text,
+    recipients,
 )
-from audit.services import event_record
+from approvals.notification_webhooks import (  # noqa: F401
+    WEBHOOK_TIMEOUT_SECONDS,
+    WebhookEndpointUnavailable,
+    webhook_endpoint_change_record,
+    webhook_endpoint_secret_rotate,
+    webhook_headers,
+    webhook_post,
+)
 from core.prometheus import notification_failure_count
 
 log = logging.getLogger(__name__)
@@ -45,71 +52,8 @@ BACKOFF_BASE_SECONDS = 30
 BACKOFF_MAX_SECONDS = 3600
 # A claimed delivery is not picked up again for this long (the task's own time budget).
 CLAIM_SECONDS = 120
-WEBHOOK_TIMEOUT_SECONDS = 10
 
 Event = Notification.Event
-
-
-def approval_url(approval: ApprovalRequest) -> str:
-    return f"{settings.CONSOLE_BASE_URL.rstrip('/')}/approvals/{approval.pk}/"
-
-
-def _text(*, approval: ApprovalRequest, event: str, detail: str) -> tuple[str, str]:
-    """(subject, Slack-compatible text) for one event."""
-    what = f"{approval.tool} ({approval.tier}) for run {str(approval.run_id)[:8]}"
-    subject = {
-        Event.REQUEST: f"Approval needed: {what}",
-        Event.REMINDER: f"Reminder: approval of {what} expires soon",
-        Event.ESCALATION: f"Escalated: approval of {what}",
-        Event.EXPIRY: f"Expired: approval of {what}",
-        Event.DECISION: f"Decided: approval of {what}",
-    }[event]
-    text = (
-        f"{subject}. {detail}".strip()
-        + f"\n<{approval_url(approval)}|Open approval #{approval.pk}>"
-    )
-    return subject[:200], text
-
-
-def _emails(*, groups: Q | None, exclude_user_id: int | None) -> list[str]:
-    """The active members' addresses of the groups ``groups`` matches (on the user's groups)."""
-    if groups is None:
-        return []
-    users = get_user_model().objects.filter(groups, is_active=True).exclude(email="")
-    if exclude_user_id is not None:
-        users = users.exclude(pk=exclude_user_id)
-    return sorted(set(users.values_list("email", flat=True)))
-
-
-def _recipients(*, approval: ApprovalRequest, tier: RiskTier, event: str) -> list[str]:
-    requester_id = approval.run.requested_by_id
-    if event in (Event.EXPIRY, Event.DECISION):
-        email = approval.run.requested_by.email
-        return [email] if email else []
-    if event == Event.ESCALATION:
-        escalation = Q(groups=tier.escalation_group_id) if tier.escalation_group_id else None
-        return _emails(groups=escalation, exclude_user_id=requester_id)
-    # The tier's approver groups as a subquery: the addresses in one round trip.
-    approvers = RiskTier.approver_groups.through.objects.filter(risktier_id=tier.pk)
-    groups = Q(groups__in=approvers.values("group_id"))
-    if event == Event.REMINDER and approval.escalated_at and tier.escalation_group_id:
-        groups |= Q(groups=tier.escalation_group_id)
-    return _emails(groups=groups, exclude_user_id=requester_id)
-
-
-def message_payload(*, approval: ApprovalRequest, event: str, text: str) -> dict[str, Any]:
-    """The JSON a webhook receives for one event of one approval (and the e-mail's record)."""
-    return {
-        "text": text,
-        "event": event,
-        "approval_id": approval.pk,
-        "run_id": str(approval.run_id),
-        "tool": approval.tool,
-        "tier": approval.tier,
-        "status": approval.status,
-        "expires_at": approval.expires_at.isoformat(),
-        "url": approval_url(approval),
-    }
 
 
 def notifications_create(
@@ -117,48 +61,50 @@ def notifications_create(
 ) -> list[Notification]:
     """Outbox rows for one event (call inside the event's transaction); queued on commit.
 
-    A tier without a RiskTier row has no notification settings, so nothing is sent.
+    A tier without a RiskTier row has no notification settings, so nothing is sent. An
+    approver's e-mail asking for a decision gets a DecisionLink row (its token is made when
+    the e-mail is sent: approvals/links.py).
     """
     if tier is None:
         return []
-    subject, text = _text(approval=approval, event=event, detail=detail)
+    subject, text = message_text(approval=approval, event=event, detail=detail)
     now = timezone.now()
     payload = message_payload(approval=approval, event=event, text=text)
-    rows: list[Notification] = []
+    rows: list[tuple[Notification, int | None]] = []
     if tier.email_notifications:
-        for email in _recipients(approval=approval, tier=tier, event=event):
-            rows.append(
-                Notification(
-                    event=event,
-                    channel=Notification.Channel.EMAIL,
-                    recipient=email,
-                    subject=subject,
-                    text=text,
-                    payload=payload,
-                    approval=approval,
-                    next_attempt_at=now,
-                )
-            )
-    endpoint = tier.webhook_endpoint
-    if endpoint is not None and endpoint.is_active:
-        rows.append(
-            Notification(
+        for email, user_id in recipients(approval=approval, tier=tier, event=event):
+            row = Notification(
                 event=event,
-                channel=Notification.Channel.WEBHOOK,
-                recipient=endpoint.url,
-                endpoint=endpoint,
+                channel=Notification.Channel.EMAIL,
+                recipient=email,
                 subject=subject,
                 text=text,
                 payload=payload,
                 approval=approval,
                 next_attempt_at=now,
             )
+            rows.append((row, user_id))
+    endpoint = tier.webhook_endpoint
+    if endpoint is not None and endpoint.is_active:
+        row = Notification(
+            event=event,
+            channel=Notification.Channel.WEBHOOK,
+            recipient=endpoint.url,
+            endpoint=endpoint,
+            subject=subject,
+            text=text,
+            payload=payload,
+            approval=approval,
+            next_attempt_at=now,
         )
+        rows.append((row, None))
     if rows:
-        Notification.objects.bulk_create(rows)  # one INSERT; both databases return the ids
-    for row in rows:
+        # One INSERT; both databases return the ids.
+        Notification.objects.bulk_create([row for row, _ in rows])
+        decision_links_create(rows)
+    for row, _ in rows:
         notification_deliver_enqueue(notification_id=row.pk)
-    return rows
+    return [row for row, _ in rows]
 
 
 def notification_deliver_enqueue(*, notification_id: int) -> None:
@@ -274,93 +220,13 @@ def _send(row: Notification) -> None:
     if row.channel == Notification.Channel.EMAIL:
         send_mail(
             row.subject,
-            row.text,
+            row.text + decision_link_text(row),
             settings.DEFAULT_FROM_EMAIL,
             [row.recipient],
             fail_silently=False,
         )
         return
-    body = json.dumps(row.payload or {"text": row.text}).encode()
-    headers = webhook_headers(row, body=body, now=timezone.now())
-    # The endpoint's URL now, not the one the row was written for: the live secret signs it,
-    # so a URL the admin moved away from must not receive freshly signed requests.
-    url = row.endpoint.url
-    request = urllib.request.Request(
-        url,
-        data=body,
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "approval-console",
-            **headers,
-        },
-        method="POST",
-    )
-    with _OPENER.open(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:  # admin-configured URL
-        status = response.status
-    if not 200 <= status < 300:
-        raise urllib.error.HTTPError(url, status, "unexpected status", None, None)
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A 3xx is an answer, not a delivery: urllib would re-send a POST as a GET without its
-    body but with the webhook-* headers (to wherever Location points). Refused: an HTTPError,
-    retried, then failed in the admin, where the endpoint's URL can be corrected."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, PLR0913
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-class WebhookEndpointUnavailable(Exception):
-    """Recorded as the delivery's error (retried, then failed), never raised to a caller."""
-
-
-def webhook_headers(row: Notification, *, body: bytes, now: dt.datetime) -> dict[str, str]:
-    """Standard Webhooks headers signing exactly ``body`` with the endpoint's current secret.
-
-    ``webhook-id`` is the row's message id, the same on every retry; the timestamp is the
-    attempt's, so a receiver can refuse stale (replayed) requests.
-    """
-    endpoint = row.endpoint
-    if endpoint is None or not endpoint.is_active:
-        raise WebhookEndpointUnavailable("the webhook endpoint was removed or deactivated")
-    msg_id = f"msg_{row.message_id.hex}"
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(endpoint.secret).sign(msg_id, now, body.decode()),
-    }
-
-
-def webhook_endpoint_secret_rotate(
-    *, endpoint: WebhookEndpoint, actor: Any, request: Any = None
-) -> str:
-    """A new signing secret; pending retries are signed with it from their next attempt."""
-    with transaction.atomic():
-        endpoint.secret = webhook_secret_new()
-        endpoint.save(update_fields=["secret"])
-        webhook_endpoint_change_record(
-            endpoint=endpoint, change="secret rotated", actor=actor, request=request
-        )
-    return endpoint.secret
-
-
-def webhook_endpoint_change_record(
-    *, endpoint: WebhookEndpoint, change: str, actor: Any, request: Any = None
-) -> None:
-    """Audit "webhook_endpoint.changed" (created, changed, secret rotated, deleted): where
-    decisions are sent, never the secret that signs them. Call it in the change's transaction."""
-    event_record(
-        action="webhook_endpoint.changed",
-        actor=actor,
-        data={
-            "change": change,
-            "state": {"name": endpoint.name, "url": endpoint.url, "is_active": endpoint.is_active},
-        },
-        request=request,
-    )
+    webhook_post(row)
 
 
 def notifications_due(*, now: dt.datetime, limit: int) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from approvals.notifications import notification_deliver as _deliver
 from approvals.notifications import notifications_deliver as _deliver_many
 from approvals.services import approvals_sweep as _sweep
+from approvals.services.slack import slack_respond as _slack_respond
 from approvals.services.stuck import stuck_sweep as _stuck
 from core.sealing import scoped
 
@@ -26,3 +27,8 @@ def notification_deliver(notification_id: int) -> str:
 def notifications_deliver(notification_ids: list[int]) -> dict[str, int]:
     """The rows one transaction wrote, in one task (see notifications_deliver_enqueue)."""
     return _deliver_many(notification_ids=notification_ids)
+
+
+def slack_respond(response_url: str, answer: dict) -> str:
+    """The answer to a Slack button press, POSTed to its response_url (approvals/services/slack.py)."""
+    return _slack_respond(response_url=response_url, answer=answer)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from approvals import views
+from approvals import link_views, slack_views, views
 
 app_name = "approvals"
 
@@ -13,4 +13,16 @@ urlpatterns = [
     path("approvals/<int:pk>/", views.approval_detail, name="detail"),
     path("approvals/<int:pk>/decide/", views.approval_decide_view, name="decide"),
     path("approvals/<int:pk>/edit-preview/", views.approval_edit_preview, name="edit-preview"),
+    # Deciding from where one is (docs/security.md): signed e-mail links, Slack buttons.
+    path("links/<str:token>/", link_views.decision_link, name="decision-link"),
+    path(
+        "links/<str:token>/decide/",
+        link_views.decision_link_decide_view,
+        name="decision-link-decide",
+    ),
+    path(
+        "integrations/slack/<int:endpoint_id>/interactions/",
+        slack_views.slack_interactions,
+        name="slack-interactions",
+    ),
 ]

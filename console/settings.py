@@ -378,6 +378,9 @@ TOOL_MAX_RETRIES = env_int("TOOL_MAX_RETRIES", 3, minimum=0)
 EFFECT_SETTLE_AFTER_SECONDS = env_int("EFFECT_SETTLE_AFTER_SECONDS", 600, minimum=0)
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000")
+# Where the answer to a Slack button press may be POSTed (the payload's response_url): only
+# under these prefixes, so a signed request cannot make the console POST anywhere else.
+SLACK_RESPONSE_URL_PREFIXES = env_list("SLACK_RESPONSE_URL_PREFIXES", ["https://hooks.slack.com/"])
 
 # --- Metrics (console/metrics/) -------------------------------------------------------------
 # Fatigue: reviewers and tools approving more than this share, with a median decision under

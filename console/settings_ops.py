@@ -45,6 +45,9 @@ CHECKPOINT_PRUNE_BATCH = env_int("CHECKPOINT_PRUNE_BATCH", 200, minimum=1)
 
 # --- Email and logging --------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# The directory Django's file backend (django.core.mail.backends.filebased.EmailBackend) writes
+# each e-mail to: for development and the browser tests, which read the links people get.
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", "") or None
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "console@localhost")
 
 # LOG_FORMAT=json: one JSON object a line (python-json-logger), with the run and thread ids of

@@ -63,6 +63,7 @@ def approval_decide(
     request: Any = None,
     previewed_hash: str | None = None,
     require_preview: bool = False,
+    via: str = "",
 ) -> ApprovalRequest:
     """Vote on an approval; final once the tier's quorum is met (see docs/policy.md).
 
@@ -71,7 +72,8 @@ def approval_decide(
     starts a new round for the edited args (the payload hash changes, earlier votes lapse).
     With ``require_preview`` (the page), an edit counts only when ``previewed_hash`` is the
     hash of exactly these args, so nobody confirms values whose diff they did not see;
-    otherwise PreviewRequired carries the diff to show.
+    otherwise PreviewRequired carries the diff to show. ``via`` ("link", "slack") says where
+    the decision came from, in the vote's audit event.
     """
     _erased_check(approval)  # first, before the args are read: a 409 whoever asks
     allowed, reason = user_may_decide(user=user, approval=approval)
@@ -162,6 +164,7 @@ def approval_decide(
                 "received": len(voters) if approving else 0,
                 "required": required,
                 "final": final,
+                **({"via": via} if via else {}),
             },
             private={"args": resume_args, "message": message, "note": note},
             request=request,

@@ -82,6 +82,11 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals:detail": _by_role({OBJECT}, anonymous={LOGIN}),
     "approvals:decide": POST_ONLY,
     "approvals:edit-preview": POST_ONLY,
+    # A signed link (tests/approvals/test_decision_links.py): signed in, a token that is not
+    # one is 404; the decision is a POST. Slack's interactions: POST only, signed by Slack.
+    "approvals:decision-link": _by_role({404}, anonymous={LOGIN}),
+    "approvals:decision-link-decide": POST_ONLY,
+    "approvals:slack-interactions": POST_ONLY,
     "agents:runs": ANY_SIGNED_IN,
     "agents:run-new": ANY_SIGNED_IN,
     "agents:run": _by_role({OBJECT}, anonymous={LOGIN}),
