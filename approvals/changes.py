@@ -79,13 +79,14 @@ class Change:
     at: dt.datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """For the API (its JSON renderer writes the time)."""
         return {
             "kind": self.kind,
             "summary": self.summary,
             "before": self.before,
             "after": self.after,
             "by": self.by or None,
-            "at": self.at.isoformat() if self.at else None,
+            "at": self.at,
         }
 
 

@@ -33,17 +33,15 @@ class Deadlines:
         return self.decision == RiskTier.ExpiryDecision.APPROVE
 
     def as_dict(self) -> dict[str, Any]:
-        def iso(value: dt.datetime | None) -> str | None:
-            return value.isoformat() if value else None
-
+        """For the API (its JSON renderer writes the times)."""
         return {
-            "at": iso(self.expires_at),
+            "at": self.expires_at,
             "decision": self.decision,
             "by": self.by,
-            "remind_at": iso(self.remind_at),
-            "reminded_at": iso(self.reminded_at),
-            "escalate_at": iso(self.escalate_at),
-            "escalated_at": iso(self.escalated_at),
+            "remind_at": self.remind_at,
+            "reminded_at": self.reminded_at,
+            "escalate_at": self.escalate_at,
+            "escalated_at": self.escalated_at,
             "escalation_group": self.escalation_group,
         }
 
