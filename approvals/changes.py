@@ -137,7 +137,9 @@ def changes_baseline(*, run: AgentRun, tool: str, tier: str, memo: dict | None =
     if key not in memo:
         current = _current(agent=run.agent, tool=tool)
         memo[key] = {
-            "agent_version": (current.agent_version or run.graph_version or "")[:40],
+            # The registry's current version at the request, not the run's (a run drained on
+            # an older version was behind before it asked); empty for an agent it lacks.
+            "agent_version": (current.agent_version or "")[:40],
             "schema_digest": _schema_digest(current.args_schema),
             "policy_digest": policy_digest(tier=tier, tool=tool),
         }

@@ -174,6 +174,14 @@ def test_a_legacy_approval_raises_no_false_alarm(
     assert approval_changes(legacy) == []
 
 
+def test_an_agent_the_registry_does_not_know_records_no_version_and_raises_nothing(
+    demo_policy, alice
+):
+    approval = requested(RunFactory(agent="gone_agent", requested_by=alice))
+    assert approval.agent_version == ""
+    assert approval_changes(approval) == []
+
+
 def test_a_decided_approval_shows_no_changes(approval, bob, admin):
     decide(approval, bob)
     change_write_tier(admin, ttl_seconds=600)
