@@ -32,5 +32,10 @@ class AgentsConfig(AppConfig):
         # imported on first use (agents.runtime.registry).
         importlib.import_module("agents.sandbox.tools")
         importlib.import_module("agents.graphs")
+        # approvals/ tells reviewers what changed while an approval waited, from these.
+        from agents.runtime.current import registry_current
+        from approvals.changes import changes_provider_set
+
+        changes_provider_set(registry_current)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

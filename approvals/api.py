@@ -19,6 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals import selectors, services
+from approvals.changes import approval_changes, changes_digest
+from approvals.deadlines import approval_deadlines
 from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
 from approvals.serializers import ApprovalSerializer
@@ -40,6 +42,38 @@ class ConflictSerializer(ErrorSerializer):
     status = serializers.CharField()
     decided_by = serializers.CharField(allow_null=True)
     decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class ChangeSerializer(serializers.Serializer):
+    """One thing that changed while the approval waited."""
+
+    kind = serializers.ChoiceField(choices=["agent_version", "args_schema", "policy"])
+    summary = serializers.CharField()
+    before = serializers.CharField()
+    after = serializers.CharField()
+    by = serializers.CharField(allow_null=True)
+    at = serializers.DateTimeField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="ChangesNotAcknowledged")
+class ChangesSerializer(ErrorSerializer):
+    """428 on a decision: what changed while it waited; send changes_digest as changes_seen."""
+
+    changes = ChangeSerializer(many=True)
+    changes_digest = serializers.CharField()
+
+
+class DeadlinesSerializer(serializers.Serializer):
+    """What happens if nobody decides (null once decided)."""
+
+    at = serializers.DateTimeField(help_text="When the tier's default decision applies.")
+    decision = serializers.ChoiceField(choices=["reject", "approve"])
+    by = serializers.CharField()
+    remind_at = serializers.DateTimeField(allow_null=True)
+    reminded_at = serializers.DateTimeField(allow_null=True)
+    escalate_at = serializers.DateTimeField(allow_null=True)
+    escalated_at = serializers.DateTimeField(allow_null=True)
+    escalation_group = serializers.CharField(allow_null=True)
 
 
 APPROVAL_ID = OpenApiParameter("approval_id", int, OpenApiParameter.PATH)
@@ -126,6 +160,32 @@ class ApprovalDetailApi(APIView):
             user = self.context["request"].user
             return approval.is_pending and user_may_decide(user=user, approval=approval)[0]
 
+        if_nobody_decides = serializers.SerializerMethodField()
+        changes = serializers.SerializerMethodField()
+        changes_digest = serializers.SerializerMethodField()
+
+        @extend_schema_field(DeadlinesSerializer(allow_null=True))
+        def get_if_nobody_decides(self, approval: ApprovalRequest) -> dict[str, Any] | None:
+            deadlines = approval_deadlines(approval=approval)
+            return deadlines.as_dict() if deadlines else None
+
+        @extend_schema_field(ChangeSerializer(many=True))
+        def get_changes(self, approval: ApprovalRequest) -> list[dict[str, Any]]:
+            """What changed while it waited (empty when nothing did, or once decided)."""
+            return [change.as_dict() for change in self._changes(approval)]
+
+        @extend_schema_field(OpenApiTypes.STR)
+        def get_changes_digest(self, approval: ApprovalRequest) -> str:
+            """Send it as changes_seen to decide an approval with changes ("" without)."""
+            changes = self._changes(approval)
+            return changes_digest(changes) if changes else ""
+
+        def _changes(self, approval: ApprovalRequest) -> list[Any]:
+            cache = self.context.setdefault("changes", {})
+            if approval.pk not in cache:
+                cache[approval.pk] = approval_changes(approval)
+            return cache[approval.pk]
+
     @extend_schema(
         operation_id="approvals_retrieve",
         parameters=[APPROVAL_ID],
@@ -156,6 +216,13 @@ class ApprovalDecideApi(APIView):
         note = serializers.CharField(
             required=False, allow_blank=True, default="", help_text="Kept in the audit trail."
         )
+        changes_seen = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="The changes_digest of the changes you saw; needed when what the approval "
+            "rests on changed while it waited (else 428).",
+        )
 
         def validate_args(self, value: Any) -> Any:
             if value is not None and not isinstance(value, dict):
@@ -173,6 +240,10 @@ class ApprovalDecideApi(APIView):
             404: ErrorSerializer,
             409: OpenApiResponse(
                 ConflictSerializer, description="Already decided, expired, or stale payload hash."
+            ),
+            428: OpenApiResponse(
+                ChangesSerializer,
+                description="What the approval rests on changed while it waited; confirm it.",
             ),
             429: OpenApiResponse(
                 ErrorSerializer, description="Too many decisions; see Retry-After."
@@ -196,5 +267,6 @@ class ApprovalDecideApi(APIView):
             message=data["message"],
             note=data["note"],
             request=request,
+            changes_seen=data["changes_seen"] or None,
         )
         return Response(ApprovalSerializer(approval).data, status=status.HTTP_200_OK)

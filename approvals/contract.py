@@ -7,6 +7,8 @@ approvals/ owns these and never imports agents/; agents/ imports them.
 - ``decision_value()`` is the value a decided approval stores and the run resumes with.
 - ``RUN_ADVANCE_TASK`` is the task that moves a run on; approvals/ enqueues it by name.
 - ``schema_ref_resolve()`` follows the local ``$ref`` of a JSON schema carried in a payload.
+- ``payload_on_deny()`` is the payload's "what happens if denied" line (``on_deny``), or what
+  the console knows without one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ RUN_ADVANCE_TASK = "agents.tasks.run_advance"
 TIMEOUT_ACTOR = "system:timeout"
 CANCEL_ACTOR = "system:cancel"
 
+# A payload without an on_deny line (an agent that predates it, or its own client): what is true
+# of every path the console resumes.
+ON_DENY_UNKNOWN = (
+    "The action is not taken; the agent gets your decision (with your reason) and decides what "
+    "to do next."
+)
+
 # A chain of $refs longer than this is treated as a cycle (a broken schema must not hang).
 _REF_DEPTH = 20
 
@@ -26,6 +35,12 @@ _REF_DEPTH = 20
 def is_console_payload(value: Any) -> bool:
     """Whether an interrupt's value (or a stored payload) is the console's own structured one."""
     return isinstance(value, dict) and value.get("type") == PAYLOAD_TYPE
+
+
+def payload_on_deny(payload: Any) -> str:
+    """What happens if the reviewer rejects: the payload's ``on_deny``, else ``ON_DENY_UNKNOWN``."""
+    line = payload.get("on_deny") if isinstance(payload, dict) else None
+    return line.strip() if isinstance(line, str) and line.strip() else ON_DENY_UNKNOWN
 
 
 def decision_value(

@@ -183,6 +183,11 @@ class ApprovalRequest(models.Model):
     reminded_at = models.DateTimeField(null=True, blank=True)
     escalate_at = models.DateTimeField(null=True, blank=True)
     escalated_at = models.DateTimeField(null=True, blank=True)
+    # What the request rested on, to tell the reviewer what changed while it waited
+    # (approvals/changes.py); empty on approvals requested before these were kept.
+    agent_version = models.CharField(max_length=40, blank=True)
+    schema_digest = models.CharField(max_length=64, blank=True)
+    policy_digest = models.CharField(max_length=64, blank=True)
 
     # Lists open their sealed values after one key query (core/sealed_query.py).
     objects = SealedQuerySet.as_manager()

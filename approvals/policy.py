@@ -112,6 +112,11 @@ def _tool_policy(tool: str) -> tuple[ToolPolicy | None, list[ToolPolicyRule]]:
     return (policy, list(policy.rules.all())) if policy is not None else (None, [])
 
 
+def tool_policy_get(tool: str) -> tuple[ToolPolicy | None, list[ToolPolicyRule]]:
+    """The tool's policy (None: the tool's code default applies) and its rules in order."""
+    return _tool_policy(tool)
+
+
 def tier_get(name: str) -> RiskTier | None:
     """The configured tier of this name, or None (code defaults apply)."""
     tiers = _tiers_read()

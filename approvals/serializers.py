@@ -8,6 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.contract import payload_on_deny
 from approvals.models import ApprovalRequest
 from core.sealing import is_erased
 
@@ -53,6 +54,10 @@ class ApprovalSerializer(serializers.Serializer):
     args = SealedJSONField()
     payload = SealedJSONField()
     payload_hash = serializers.CharField()
+    on_deny = serializers.SerializerMethodField(
+        help_text="What happens if it is rejected (the payload's on_deny, or what the console "
+        "knows without one)."
+    )
     tier = serializers.CharField()
     allowed_decisions = serializers.ListField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices)
@@ -62,3 +67,6 @@ class ApprovalSerializer(serializers.Serializer):
     erased = ErasedField(at="run.erased_at")
     expires_at = serializers.DateTimeField()
     created_at = serializers.DateTimeField()
+
+    def get_on_deny(self, approval: ApprovalRequest) -> str | None:
+        return None if is_erased(approval.payload) else payload_on_deny(approval.payload)

@@ -14,6 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from approvals import services
 from approvals.contract import is_console_payload
+from approvals.decision_context import decision_context
 from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
@@ -105,6 +106,7 @@ def _detail_context(
     active: str = "",
     seen_hash: str | None = None,
     message: str = "",
+    changes_refused: bool = False,
 ) -> dict[str, Any]:
     payload = (
         approval.payload if isinstance(approval.payload, dict) else {"value": approval.payload}
@@ -135,6 +137,9 @@ def _detail_context(
         "seen_hash": seen_hash or approval.payload_hash,
         "message": message,
         "quorum": approval_quorum(approval=approval),
+        # if denied, if nobody decides, what changed while it waited (and a refusal for it)
+        **decision_context(approval=approval),
+        "changes_refused": changes_refused,
     }
 
 
@@ -161,7 +166,21 @@ def _decision_refused(
             **common,
         )
         return render(request, "approvals/detail.html", context)
-    if isinstance(exc, services.DecisionConflict):
+    if isinstance(exc, services.ChangesNotAcknowledged):
+        # The page again with the changes to confirm, the input kept (an edit with its diff).
+        preview = None
+        if edit_form is not None and edit_form.is_valid():
+            preview = services.approval_edit_preview(approval=approval, args=edit_form.args())
+        context = _detail_context(
+            request,
+            approval,
+            edit_form=edit_form,
+            preview=preview,
+            error=exc.message,
+            changes_refused=True,
+            **common,
+        )
+    elif isinstance(exc, services.DecisionConflict):
         fresh = approval_get(pk=approval.pk, fetched_by=request.user)
         context = _detail_context(request, fresh, conflict=exc, error=exc.message, **common)
     elif isinstance(exc, services.DecisionInvalid):
@@ -274,6 +293,7 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             request=request,
             previewed_hash=previewed,
             require_preview=True,
+            changes_seen=request.POST.get("changes_seen") or None,
         )
     except ApplicationError as exc:
         return _decision_refused(request, approval, exc, edit_form=form, **common)

@@ -33,6 +33,10 @@ class ToolRisk:
     blast_radius: str = ""
     """One line saying what the call touches; ``{arg}`` placeholders take the call's args."""
 
+    on_deny: str = ""
+    """One line saying what a rejection means (what does not happen); ``{arg}`` placeholders
+    take the call's args. The console adds what the agent does next."""
+
 
 _adapted: dict[str, BaseTool] = {}
 _adapted_lock = threading.Lock()
@@ -44,16 +48,18 @@ def tool_is_adapted(name: str) -> bool:
 
 
 def console_tool(
-    *, tier: str = DEFAULT_TIER, blast_radius: str = ""
+    *, tier: str = DEFAULT_TIER, blast_radius: str = "", on_deny: str = ""
 ) -> Callable[[BaseTool], BaseTool]:
-    """Decorator (over ``@tool``) declaring a tool's tier and blast radius to the console.
+    """Decorator (over ``@tool``) declaring a tool's tier, blast radius and what a rejection
+    means to the console.
 
     The tool is registered in ``agents.tools`` when its module is imported, so policies,
     the ledger and compensation find it in every process, and is returned unchanged.
     """
 
     def declare(tool: BaseTool) -> BaseTool:
-        tool_adapt(tool, risk=ToolRisk(tier=tier, blast_radius=blast_radius), replace=True)
+        risk = ToolRisk(tier=tier, blast_radius=blast_radius, on_deny=on_deny)
+        tool_adapt(tool, risk=risk, replace=True)
         return tool
 
     return declare
@@ -75,21 +81,23 @@ def tool_adapt(tool: BaseTool, *, risk: ToolRisk | None = None, replace: bool = 
         if existing is not None and not replace:
             if _adapted[tool.name] is not tool:
                 _adapted[tool.name] = tool
-                existing = tool_register(_spec_for(tool, existing.tier, existing.blast_radius))
+                kept = ToolRisk(existing.tier, existing.blast_radius, existing.on_deny)
+                existing = tool_register(_spec_for(tool, kept))
             return existing
         risk = risk or ToolRisk()
         _adapted[tool.name] = tool
-        return tool_register(_spec_for(tool, risk.tier, risk.blast_radius))
+        return tool_register(_spec_for(tool, risk))
 
 
-def _spec_for(tool: BaseTool, tier: str, blast_radius: str) -> ToolSpec:
+def _spec_for(tool: BaseTool, risk: ToolRisk) -> ToolSpec:
     return ToolSpec(
         name=tool.name,
         description=tool.description,
         args_model=_args_model(tool),
-        tier=tier,
+        tier=risk.tier,
         run=_tool_runner(tool.name),
-        blast_radius=blast_radius,
+        blast_radius=risk.blast_radius,
+        on_deny=risk.on_deny,
         # Without an idempotency_key argument the downstream cannot dedupe: at most once.
         takes_key=IDEMPOTENCY_ARG in tool.get_input_schema().model_fields,
     )

@@ -16,6 +16,7 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
+from agents.hitl.on_deny import GRAPH_DECIDES, on_deny_line
 from agents.tools import tool_get
 from approvals import policy
 from approvals.contract import PAYLOAD_TYPE
@@ -34,8 +35,12 @@ def gate_payload(
     evidence: list[Any],
     tier: str,
     requested_at: str | None = None,
+    on_deny: str | None = None,
 ) -> dict[str, Any]:
-    """The machine-derived payload a reviewer sees (and whose hash they sign)."""
+    """The machine-derived payload a reviewer sees (and whose hash they sign).
+
+    ``on_deny`` says what the caller does after a rejection (the graph knows; without it the
+    line says the graph takes its own next step); the tool's declared meaning comes first."""
     spec = tool_get(tool)
     start = dt.datetime.fromisoformat(requested_at) if requested_at else timezone.now()
     expires_at = start + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
@@ -46,6 +51,7 @@ def gate_payload(
         "rationale": rationale,
         "evidence": evidence,
         "blast_radius": spec.describe_blast_radius(args),
+        "on_deny": on_deny_line(spec, args, then=GRAPH_DECIDES if on_deny is None else on_deny),
         "args_schema": spec.args_schema(),
         "tier": tier,
         "allowed_decisions": policy.tier_allowed_decisions(tier),
@@ -61,8 +67,12 @@ def approval_gate(
     rationale: str,
     evidence: list[Any] | None = None,
     requested_at: str | None = None,
+    on_deny: str | None = None,
 ) -> dict[str, Any]:
     """Return the decision for this call: auto-approved by policy, or decided by a person.
+
+    ``on_deny``: one line saying what your graph does after a rejection (e.g. "the run ends"),
+    shown to the reviewer beside the reject button.
 
     The result is ``{"decision": approve|edit|reject|respond, "args": final args,
     "message": str, "by": str, "approval_id": int | None, "tier": str}``; for approve and edit,
@@ -96,6 +106,7 @@ def approval_gate(
         evidence=evidence or [],
         tier=tier,
         requested_at=requested_at,
+        on_deny=on_deny,
     )
     answer = interrupt(payload)
     result = decision_normalise(answer, proposed_args=args, tool=tool, tier=tier)
@@ -116,6 +127,7 @@ def approval_gate(
             evidence=evidence or [],
             tier=final_tier,
             requested_at=str(answer.get("decided_at") or "") or requested_at,
+            on_deny=on_deny,
         )
         payload["recheck"] = {
             "approval_id": result["approval_id"],

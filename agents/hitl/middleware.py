@@ -38,6 +38,7 @@ from agents.effects.errors import RetryableToolError, ToolError
 from agents.effects.ledger import effect_execute
 from agents.hitl.console_tool import DEFAULT_TIER, ToolRisk, tool_adapt, tool_is_adapted
 from agents.hitl.gate import approval_gate
+from agents.hitl.on_deny import AGENT_GOES_ON
 from agents.runtime.llm import message_text
 from agents.tools import ToolSpec, tool_find, tool_get
 from approvals import policy
@@ -147,6 +148,7 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
             rationale=_rationale(state),
             evidence=_evidence(state),
             requested_at=(state.get("gate_requested_at") or {}).get(call["id"]),
+            on_deny=AGENT_GOES_ON,  # what _answer below does: the model hears it and goes on
         )
         if decision["decision"] in ("reject", "respond"):
             return _answer(call, decision)

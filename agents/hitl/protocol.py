@@ -24,6 +24,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agents.hitl.on_deny import HITL_BATCH, HITL_GOES_ON, on_deny_line
 from agents.tools import tool_find
 from approvals import policy
 from approvals.contract import PAYLOAD_TYPE, is_console_payload, schema_ref_resolve
@@ -217,6 +218,9 @@ def _hitl_item(
         "rationale": description,
         "evidence": [],
         "blast_radius": spec.describe_blast_radius(args) if spec else "",
+        "on_deny": on_deny_line(
+            spec, args, then=HITL_GOES_ON + (HITL_BATCH if mode == "batched" and count > 1 else "")
+        ),
         "tier": tier,
         "allowed_decisions": allowed,
         "action_index": index,

@@ -235,6 +235,7 @@ for _spec in (
         tier="write",
         run=create_incident_ticket,
         blast_radius="Opens one {severity} ticket for {service} and pages its on-call team.",
+        on_deny="No ticket is opened for {service} and nobody is paged.",
         compensate_with="close_incident_ticket",
         compensation_args=lambda args, result: {"ticket_id": result["ticket_id"]},
     ),
@@ -245,6 +246,7 @@ for _spec in (
         tier="write",
         run=close_incident_ticket,
         blast_radius="Closes ticket {ticket_id}.",
+        on_deny="Ticket {ticket_id} stays open.",
     ),
     ToolSpec(
         name="rollback_deploy",
@@ -257,6 +259,7 @@ for _spec in (
             "Rolls {service} back from {from_version} to {to_version}: all {service} traffic "
             "moves to the older build within minutes."
         ),
+        on_deny="{service} stays on {from_version}, which keeps serving all its traffic.",
         compensate_with="roll_forward_deploy",
         compensation_args=_swap_versions,
     ),
@@ -268,6 +271,7 @@ for _spec in (
         tier="critical",
         run=roll_forward_deploy,
         blast_radius="Moves all {service} traffic from {from_version} to {to_version}.",
+        on_deny="{service} stays on {from_version}; {to_version} gets no traffic.",
     ),
     ToolSpec(
         name="notify_channel",
@@ -277,6 +281,7 @@ for _spec in (
         tier="read",
         run=notify_channel,
         blast_radius="Posts one message to the internal #{channel} channel.",
+        on_deny="Nothing is posted to #{channel}.",
     ),
     ToolSpec(
         name="refund_order",
@@ -288,6 +293,10 @@ for _spec in (
             "Refunds {amount} {currency} on order {order_id}, restocks {quantity} x {sku} and "
             "emails {customer_email}."
         ),
+        on_deny=(
+            "Order {order_id} is not refunded: no money moves, nothing is restocked and "
+            "{customer_email} is not emailed."
+        ),
     ),
     ToolSpec(
         name="refund_payment",
@@ -297,6 +306,7 @@ for _spec in (
         tier="write",
         run=refund_payment,
         blast_radius="Sends {amount} {currency} back to the customer of order {order_id}.",
+        on_deny="No money goes back to the customer of order {order_id}.",
         compensate_with="reverse_refund_payment",
     ),
     ToolSpec(
@@ -307,6 +317,7 @@ for _spec in (
         tier="write",
         run=reverse_refund_payment,
         blast_radius="Reverses a refund of {amount} {currency} on order {order_id}.",
+        on_deny="The refund of {amount} {currency} on order {order_id} stands.",
     ),
     ToolSpec(
         name="restock_inventory",
@@ -316,6 +327,7 @@ for _spec in (
         tier="write",
         run=restock_inventory,
         blast_radius="Adds {quantity} x {sku} to sellable stock.",
+        on_deny="{quantity} x {sku} stay out of sellable stock.",
         compensate_with="unrestock_inventory",
     ),
     ToolSpec(
@@ -326,6 +338,7 @@ for _spec in (
         tier="write",
         run=unrestock_inventory,
         blast_radius="Removes {quantity} x {sku} from sellable stock.",
+        on_deny="{quantity} x {sku} stay in sellable stock.",
     ),
     ToolSpec(
         name="notify_customer",
@@ -335,6 +348,7 @@ for _spec in (
         tier="write",
         run=notify_customer,
         blast_radius="Emails {recipient} about order {order_id}.",
+        on_deny="{recipient} is not emailed about order {order_id}.",
     ),
 ):
     tool_register(_spec)

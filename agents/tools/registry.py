@@ -1,4 +1,5 @@
-"""Tool registry: name, pydantic args schema, default risk tier, blast radius, compensation.
+"""Tool registry: name, pydantic args schema, default risk tier, blast radius, what a denial
+means, compensation.
 
 Tiers: ``read`` (runs freely), ``write`` and ``critical`` (need approval unless policy says
 otherwise). The args schema is the single source for validating model-proposed args, edited
@@ -32,6 +33,9 @@ class ToolSpec:
     run: ToolFunc
     # One line saying what the action touches; may use {arg} placeholders.
     blast_radius: str = ""
+    # One line saying what a rejection means for the world (what does not happen); may use
+    # {arg} placeholders. The gate adds what the run does next (agents/hitl/on_deny.py).
+    on_deny: str = ""
     # Name of the tool that undoes this one (saga compensation), if any.
     compensate_with: str | None = None
     # Builds the compensating tool's args from this tool's args and result.
@@ -57,8 +61,24 @@ class ToolSpec:
         except (KeyError, IndexError, ValueError):
             return self.blast_radius
 
+    def describe_on_deny(self, args: dict[str, Any]) -> str:
+        """``on_deny`` with the call's args; a placeholder without its arg stays as written."""
+        return _fill(self.on_deny, args)
+
     def args_schema(self) -> dict[str, Any]:
         return self.args_model.model_json_schema()
+
+
+class _Placeholders(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _fill(template: str, args: dict[str, Any]) -> str:
+    try:
+        return template.format_map(_Placeholders(args))
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return template
 
 
 _tools: dict[str, ToolSpec] = {}

@@ -17,6 +17,7 @@ from approvals.services.decision_final import approval_close
 from approvals.services.decisions import approval_decide, approval_edit_preview
 from approvals.services.errors import (
     ArgsInvalid,
+    ChangesNotAcknowledged,
     DecisionConflict,
     DecisionError,
     DecisionForbidden,
@@ -59,6 +60,7 @@ __all__ = [
     "RUN_ADVANCE_TASK",
     "TIMEOUT_ACTOR",
     "ArgsInvalid",
+    "ChangesNotAcknowledged",
     "DecisionConflict",
     "DecisionError",
     "DecisionForbidden",

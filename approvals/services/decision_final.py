@@ -64,8 +64,10 @@ def approval_finalise(
     tier: RiskTier | None,
     note: str,
     request: Any,
+    warned: list[str] | None = None,
 ) -> None:
-    """Status, resume value, audit and notification of a final decision; advance on commit."""
+    """Status, resume value, audit and notification of a final decision; advance on commit.
+    ``warned``: the changes the decider was shown and confirmed (approvals/changes.py)."""
     proposed = approval.proposed_args
     if decision == ApprovalRequest.Decision.APPROVE and canonical_hash(
         final_args
@@ -104,6 +106,7 @@ def approval_finalise(
             "role": role,
             "quorum": {"required": required, "approvers": voters},
             "policy_version": approval.policy_version,
+            **({"warned": warned} if warned else {}),
         },
         private={
             "shown": {"payload": approval.payload, "payload_hash": approval.payload_hash},

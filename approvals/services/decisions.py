@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import policy
+from approvals.changes import changes_check
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.permissions import user_may_decide
 from approvals.services.decision_checks import (
@@ -64,6 +65,7 @@ def approval_decide(
     previewed_hash: str | None = None,
     require_preview: bool = False,
     via: str = "",
+    changes_seen: str | None = None,
 ) -> ApprovalRequest:
     """Vote on an approval; final once the tier's quorum is met (see docs/policy.md).
 
@@ -72,8 +74,10 @@ def approval_decide(
     starts a new round for the edited args (the payload hash changes, earlier votes lapse).
     With ``require_preview`` (the page), an edit counts only when ``previewed_hash`` is the
     hash of exactly these args, so nobody confirms values whose diff they did not see;
-    otherwise PreviewRequired carries the diff to show. ``via`` ("link", "slack") says where
-    the decision came from, in the vote's audit event.
+    otherwise PreviewRequired carries the diff to show. If what the approval rests on changed
+    while it waited (approvals/changes.py), ``changes_seen`` must be the digest of those
+    changes, else ChangesNotAcknowledged (428) lists them; the audit records the warning.
+    ``via`` ("link", "slack") says where the decision came from, in the vote's audit event.
     """
     _erased_check(approval)  # first, before the args are read: a 409 whoever asks
     allowed, reason = user_may_decide(user=user, approval=approval)
@@ -114,6 +118,7 @@ def approval_decide(
                 reason="hash_mismatch",
                 approval=locked,
             )
+        warned = changes_check(approval=locked, changes_seen=changes_seen)
         votes = list(
             locked.votes.filter(round=locked.quorum_round).select_related("user").order_by("id")
         )
@@ -165,6 +170,7 @@ def approval_decide(
                 "required": required,
                 "final": final,
                 **({"via": via} if via else {}),
+                **({"warned": warned} if warned else {}),
             },
             private={"args": resume_args, "message": message, "note": note},
             request=request,
@@ -181,5 +187,6 @@ def approval_decide(
                 tier=tier,
                 note=note,
                 request=request,
+                warned=warned,
             )
     return locked

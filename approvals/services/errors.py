@@ -65,3 +65,32 @@ class PreviewRequired(DecisionError):
         )
         self.preview = preview
         self.stale = stale
+
+
+class ChangesNotAcknowledged(DecisionError):
+    """What the approval rests on changed while it waited (agent version, args schema,
+    policy) and the decision did not confirm exactly these changes (428).
+
+    ``changes`` (``approvals.changes.Change``) and their ``digest``, which a decision sends
+    back as ``changes_seen``; ``stale`` says a confirmation came for other changes.
+    """
+
+    status_code = 428
+
+    def __init__(self, *, changes: list[Any], digest: str, stale: bool):
+        super().__init__(
+            "What this approval rests on changed again since you confirmed: check the changes."
+            if stale
+            else "What this approval rests on changed while it waited: confirm you have seen "
+            "the changes, then decide.",
+            errors={"changes_seen": "must be the digest of the changes shown (changes_digest)"},
+        )
+        self.changes = changes
+        self.digest = digest
+        self.stale = stale
+
+    def extra(self) -> dict[str, Any]:
+        return {
+            "changes": [change.as_dict() for change in self.changes],
+            "changes_digest": self.digest,
+        }

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import policy
+from approvals.changes import changes_baseline
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
 from approvals.services import runs
@@ -42,6 +43,7 @@ def approval_requests_sync(
                 return created  # nothing new to decide on a cancelled or finished run
         existing = set(run.approvals.values_list("interrupt_id", "action_index"))
         version = policy.policy_version_current()
+        baselines: dict = {}  # one reading per agent, tool and tier
         for item in requests:
             if (item["interrupt_id"], item["action_index"]) in existing:
                 continue
@@ -59,6 +61,7 @@ def approval_requests_sync(
                 expires_at=item["expires_at"],
                 policy_version=version,
                 **due_times(tier=tier, expires_at=item["expires_at"]),
+                **changes_baseline(run=run, tool=item["tool"], tier=item["tier"], memo=baselines),
             )
             # No savepoint: every request of a run is created here, under the run's row lock
             # (taken above), after reading the existing ones, so no other advance can insert

@@ -34,7 +34,11 @@ def lookup_customer(customer_id: str) -> str:
     return json.dumps(customer or {"error": f"no customer {customer_id}"}, sort_keys=True)
 
 
-@console_tool(tier="write", blast_radius="Credits {amount} USD to customer {customer_id}")
+@console_tool(
+    tier="write",
+    blast_radius="Credits {amount} USD to customer {customer_id}",
+    on_deny="Customer {customer_id} gets no credit; their balance stays as it is.",
+)
 @tool
 def issue_credit(
     customer_id: str,
@@ -50,6 +54,7 @@ def issue_credit(
 @console_tool(
     tier="critical",
     blast_radius="Closes customer {customer_id}'s account for good; it cannot be reopened",
+    on_deny="Customer {customer_id}'s account stays open.",
 )
 @tool
 def close_account(

@@ -26,6 +26,13 @@ from agents.tools import tool_get
 
 NAME = "incident_copilot"
 VERSION = "1"
+# What this graph does after a rejection (route_after_approval and notify below), shown to the
+# reviewer beside the reject button.
+ON_DENY_ACTION = (
+    "The action is not taken; #incidents is told you rejected it (with your reason) and the "
+    "run ends."
+)
+ON_DENY_NOTIFY = "The run ends without posting."
 
 
 def _thread_id() -> str:
@@ -96,6 +103,7 @@ def human_approval(state: IncidentState) -> dict[str, Any]:
         rationale=proposal["rationale"],
         evidence=state["evidence"],
         requested_at=proposal["requested_at"],
+        on_deny=ON_DENY_ACTION,
     )
     return {"decision": decision}
 
@@ -150,6 +158,7 @@ def notify(state: IncidentState) -> dict[str, Any]:
         rationale="Tell the incident channel what was decided.",
         evidence=[],
         requested_at=proposal["requested_at"],
+        on_deny=ON_DENY_NOTIFY,
     )
     notification: dict[str, Any] = {"status": gate["decision"]}
     if gate["decision"] in ("approve", "edit"):

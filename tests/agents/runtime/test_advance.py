@@ -11,6 +11,7 @@ from agents.runtime import advance, failures
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.selectors import run_interrupts_without_approval
 from agents.services import run_start
+from approvals.changes import approval_changes, changes_digest
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
@@ -25,8 +26,15 @@ def _start(alice, topic="disk"):
 
 def _decide(run, user, decision="approve", **kw):
     approval = run.approvals.get()
+    # A deploy between the request and the decision is a change the reviewer confirms.
+    seen = changes_digest(approval_changes(approval)) or None
     return approval_decide(
-        approval=approval, user=user, decision=decision, seen_hash=approval.payload_hash, **kw
+        approval=approval,
+        user=user,
+        decision=decision,
+        seen_hash=approval.payload_hash,
+        changes_seen=seen,
+        **kw,
     )
 
 

@@ -26,6 +26,7 @@ from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import effect_settle, run_start
 from agents.tools import ToolSpec, tool_register, tool_unregister
 from approvals import services as approval_services
+from approvals.changes import approval_changes, changes_digest
 from approvals.models import AgentRun
 from approvals.services import policy_seed_demo
 from audit import verify
@@ -165,7 +166,8 @@ def run_migrated(world):
     )
     agent_unregister("note_agent", "1")
     approval = run.approvals.get()
-    decide(approval, world.bob)
+    # The new version is a change the reviewer confirms (approvals/changes.py).
+    decide(approval, world.bob, changes_seen=changes_digest(approval_changes(approval)))
     advance.run_advance(run_id=run.id)
     return {"update": {"log": [SECRET]}}
 

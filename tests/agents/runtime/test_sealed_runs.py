@@ -11,6 +11,7 @@ from django.db import connection
 from agents.runtime import advance
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import run_start
+from approvals.changes import approval_changes, changes_digest
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import approval_decide
 from core.sealing import MARKER
@@ -66,7 +67,11 @@ def test_a_state_migration_is_kept_sealed_until_the_resume_applies_it(note_agent
         assert AgentRun.objects.get(pk=run.pk).pending_migration == {"log": [f"moved for {TOPIC}"]}
         approval = ApprovalRequest.objects.get(run=run)
         approval_decide(
-            approval=approval, user=bob, decision="approve", seen_hash=approval.payload_hash
+            approval=approval,
+            user=bob,
+            decision="approve",
+            seen_hash=approval.payload_hash,
+            changes_seen=changes_digest(approval_changes(approval)),  # the new version
         )
         assert advance.run_advance(run_id=run.id) == "completed"
         assert f"moved for {TOPIC}" in AgentRun.objects.get(pk=run.pk).output["log"]
