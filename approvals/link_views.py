@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.forms import MessageForm
 from approvals.models import DecisionLink
+from approvals.services.errors import ChangesNotAcknowledged
 from approvals.services.links import (
     LINK_DECISIONS,
     LinkRefused,
@@ -91,7 +92,12 @@ def decision_link_decide_view(request: HttpRequest, token: str) -> HttpResponse:
             error = form.errors["message"][0]
             return _page(request, link, token, status=400, error=error, active=decision)
         decided = decision_link_decide(
-            token=token, user=request.user, decision=decision, message=message, request=request
+            token=token,
+            user=request.user,
+            decision=decision,
+            message=message,
+            changes_seen=request.POST.get("changes_seen") or None,
+            request=request,
         )
     except LinkRefused as exc:
         return _refused(request, exc)
@@ -101,6 +107,8 @@ def decision_link_decide_view(request: HttpRequest, token: str) -> HttpResponse:
         except LinkRefused as now:  # e.g. decided by someone else meanwhile
             return _refused(request, now)
         common = {"error": exc.message, "active": decision, "message": message}
+        if isinstance(exc, ChangesNotAcknowledged):
+            common["changes_refused"] = True
         return _page(request, link, token, status=exc.status_code, **common)
     if decided.is_pending:
         messages.success(request, f"Your vote on {decided.tool} (approval #{decided.pk}) counts.")

@@ -102,10 +102,17 @@ def decision_link_open(*, token: str, user: Any) -> DecisionLink:
 
 
 def decision_link_decide(
-    *, token: str, user: Any, decision: str, message: str = "", request: Any = None
+    *,
+    token: str,
+    user: Any,
+    decision: str,
+    message: str = "",
+    changes_seen: str | None = None,
+    request: Any = None,
 ) -> ApprovalRequest:
     """Decide with a link: claim it (once) and vote, in one transaction; refusals of
-    approval_decide (no longer allowed, decided meanwhile, ...) leave the link unused."""
+    approval_decide (no longer allowed, decided meanwhile, changes not confirmed, ...) leave
+    the link unused."""
     link = decision_link_open(token=token, user=user)
     if decision not in LINK_DECISIONS:
         raise DecisionInvalid(
@@ -126,4 +133,5 @@ def decision_link_decide(
             message=message,
             request=request,
             via="link",
+            changes_seen=changes_seen,
         )

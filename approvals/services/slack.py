@@ -21,6 +21,7 @@ from django_q.tasks import async_task
 from approvals.models import ApprovalRequest, SlackIdentity, WebhookEndpoint
 from approvals.notification_webhooks import NO_REDIRECT_OPENER
 from approvals.services.decisions import approval_decide
+from approvals.services.errors import ChangesNotAcknowledged
 from approvals.slack import BUTTONS, slack_action_read
 from core.errors import ApplicationError
 
@@ -103,6 +104,13 @@ def _answer(*, endpoint: WebhookEndpoint, payload: dict[str, Any], request: Any)
             seen_hash=payload_hash,
             request=request,
             via="slack",
+        )
+    except ChangesNotAcknowledged as exc:
+        # Slack cannot show the changes to confirm: the console's page does.
+        changed = "; ".join(change.summary for change in exc.changes)
+        return _refusal(
+            f"Nothing was decided: what this action rests on changed while it waited ({changed})."
+            " Open it in the console to review the changes and decide there."
         )
     except ApplicationError as exc:
         return _refusal(f"Nothing was decided: {exc.message}")
