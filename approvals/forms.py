@@ -14,6 +14,7 @@ from core.json_limits import json_problem
 
 SCOPE_MINE = "mine"
 SCOPE_ALL = "all"
+SCOPE_ASSIGNED = "assigned"
 
 
 def _tier_names() -> list[str]:
@@ -32,7 +33,11 @@ class QueueFilterForm(forms.Form):
     scope = forms.ChoiceField(
         label="Show",
         required=False,
-        choices=[(SCOPE_MINE, "I may decide"), (SCOPE_ALL, "All pending")],
+        choices=[
+            (SCOPE_MINE, "I may decide"),
+            (SCOPE_ALL, "All pending"),
+            (SCOPE_ASSIGNED, "Assigned to me"),
+        ],
     )
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -51,6 +56,7 @@ class QueueFilterForm(forms.Form):
             "tool": (data.get("tool") or "").strip() or None,
             "q": (data.get("q") or "").strip() or None,
             "mine": data.get("scope", SCOPE_MINE) != SCOPE_ALL,
+            "assigned": data.get("scope") == SCOPE_ASSIGNED,
         }
 
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from approvals import policy
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.permissions import user_may_decide
+from approvals.services.claims import claim_note
 from approvals.services.decision_checks import (
     args_check,
     decision_args,
@@ -162,6 +163,7 @@ def approval_decide(
                 "received": len(voters) if approving else 0,
                 "required": required,
                 "final": final,
+                **claim_note(approval=locked, user=user),  # a claim never blocks a decision
             },
             private={"args": resume_args, "message": message, "note": note},
             request=request,
