@@ -184,7 +184,8 @@ def _assignee(username: Any, approval: ApprovalRequest) -> Any:
         raise ClaimInvalid(
             "Name the reviewer to assign.", errors={"user": "This field is required."}
         )
-    user = get_user_model().objects.filter(username=name).first()
+    # (A NUL would be a database error on Postgres, not a name.)
+    user = None if "\x00" in name else get_user_model().objects.filter(username=name).first()
     if user is None or not user.is_active:
         problem = f"No active user is named {name!r}."
         raise ClaimInvalid(problem, errors={"user": problem})
