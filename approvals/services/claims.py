@@ -271,11 +271,12 @@ def approval_unassign(*, approval: ApprovalRequest, by: Any, request: Any = None
 
 def claim_note(*, approval: ApprovalRequest, user: Any) -> dict[str, str]:
     """For a decision's audit data: ``{"claimed_by": name}`` when someone else held a live
-    claim or assignment (the decision counts all the same), else nothing."""
-    holder = (
-        ApprovalClaim.objects.filter(_live(timezone.now()), approval=approval)
-        .exclude(user=user)
-        .values_list("user__username", flat=True)
-        .first()
-    )
-    return {"claimed_by": holder} if holder else {}
+    claim or assignment (the decision counts all the same), else nothing. Reads the claim the
+    caller selected with the approval (``select_related("claim__user")``: no query of its own)."""
+    try:
+        claim = approval.claim
+    except ApprovalClaim.DoesNotExist:
+        return {}
+    if claim.user_id == user.pk or not claim.is_live():
+        return {}
+    return {"claimed_by": claim.user.get_username()}

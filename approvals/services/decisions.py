@@ -96,7 +96,7 @@ def approval_decide(
             # The approval and its run, not the requester's user row: a run that requester
             # starts meanwhile checks its foreign key to that row and would deadlock with us.
             ApprovalRequest.objects.select_for_update(of=("self", "run"))
-            .select_related("run", "run__requested_by")
+            .select_related("run", "run__requested_by", "claim__user")  # claim: read, not locked
             .get(pk=approval.pk)
         )
         _erased_check(locked)  # again under the lock: erased meanwhile
