@@ -50,7 +50,7 @@ class ClaimSerializer(serializers.Serializer):
     until = serializers.DateTimeField(allow_null=True)
     assigned_by = serializers.SerializerMethodField()
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_assigned_by(self, claim: ApprovalClaim) -> str | None:
         return claim.assigned_by.get_username() if claim.assigned_by_id else None
 

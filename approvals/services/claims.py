@@ -269,14 +269,24 @@ def approval_unassign(*, approval: ApprovalRequest, by: Any, request: Any = None
         )
 
 
+def claim_fields() -> dict[str, Any]:
+    """Annotations for a read of approvals: who holds each one's claim, and until when (a
+    LEFT JOIN, so the decision's locked read brings them without a query of its own)."""
+    return {
+        "claim_user_id": F("claim__user_id"),
+        "claim_username": F("claim__user__username"),
+        "claim_until": F("claim__until"),
+    }
+
+
 def claim_note(*, approval: ApprovalRequest, user: Any) -> dict[str, str]:
     """For a decision's audit data: ``{"claimed_by": name}`` when someone else held a live
-    claim or assignment (the decision counts all the same), else nothing. Reads the claim the
-    caller selected with the approval (``select_related("claim__user")``: no query of its own)."""
-    try:
-        claim = approval.claim
-    except ApprovalClaim.DoesNotExist:
+    claim or assignment (the decision counts all the same), else nothing. ``approval`` was
+    read with ``claim_fields()``."""
+    holder = getattr(approval, "claim_user_id", None)
+    if holder is None or holder == user.pk:
         return {}
-    if claim.user_id == user.pk or not claim.is_live():
-        return {}
-    return {"claimed_by": claim.user.get_username()}
+    until = approval.claim_until
+    if until is not None and until <= timezone.now():
+        return {}  # lapsed
+    return {"claimed_by": approval.claim_username}

@@ -11,7 +11,7 @@ from django.utils import timezone
 from approvals import policy
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.permissions import user_may_decide
-from approvals.services.claims import claim_note
+from approvals.services.claims import claim_fields, claim_note
 from approvals.services.decision_checks import (
     args_check,
     decision_args,
@@ -96,7 +96,8 @@ def approval_decide(
             # The approval and its run, not the requester's user row: a run that requester
             # starts meanwhile checks its foreign key to that row and would deadlock with us.
             ApprovalRequest.objects.select_for_update(of=("self", "run"))
-            .select_related("run", "run__requested_by", "claim__user")  # claim: read, not locked
+            .select_related("run", "run__requested_by")
+            .annotate(**claim_fields())  # who holds its claim (read, not locked)
             .get(pk=approval.pk)
         )
         _erased_check(locked)  # again under the lock: erased meanwhile
