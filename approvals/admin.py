@@ -168,7 +168,14 @@ class RiskTierAdmin(PolicyAdminMixin, admin.ModelAdmin):
         (None, {"fields": ("name", "level", "requires_approval", "allowed_decisions")}),
         (
             "Who may approve",
-            {"fields": ("approver_groups", "required_approvals", "required_group")},
+            {
+                "fields": (
+                    "approver_groups",
+                    "required_approvals",
+                    "required_group",
+                    "lead_group",
+                )
+            },
         ),
         (
             "Time",

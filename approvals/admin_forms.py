@@ -90,6 +90,7 @@ class RiskTierAdminForm(forms.ModelForm):
             "approver_groups",
             "required_approvals",
             "required_group",
+            "lead_group",
             "ttl_seconds",
             "remind_before_seconds",
             "escalate_after_seconds",

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from approvals import selectors, services
 from approvals.changes import approval_changes, changes_digest
+from approvals.claim_selectors import claims_attach
 from approvals.deadlines import approval_deadlines
 from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
@@ -107,6 +108,12 @@ class ApprovalListApi(APIView):
         run = serializers.UUIDField(required=False)
         q = serializers.CharField(required=False)
         mine = serializers.BooleanField(required=False, default=False)
+        assigned = serializers.ChoiceField(choices=["me"], required=False)
+
+        def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+            if data.get("assigned") and data.get("status", "pending") != "pending":
+                raise serializers.ValidationError({"assigned": "only with status=pending"})
+            return data
 
     @extend_schema(
         operation_id="approvals_list",
@@ -124,6 +131,11 @@ class ApprovalListApi(APIView):
             OpenApiParameter(
                 "mine", bool, description="With status=pending: only those you may decide."
             ),
+            OpenApiParameter(
+                "assigned",
+                enum=["me"],
+                description="me: the pending approvals assigned to you (implies status=pending).",
+            ),
             *page_parameters(),
         ],
         responses={200: paginated(ApprovalSerializer, name="ApprovalPage"), 400: ErrorSerializer},
@@ -133,9 +145,13 @@ class ApprovalListApi(APIView):
         filters.is_valid(raise_exception=True)
         params = filters.validated_data
         common = {key: params.get(key) for key in ("tier", "agent", "tool", "q")}
-        if params.get("status") == ApprovalRequest.Status.PENDING:
+        if params.get("assigned") or params.get("status") == ApprovalRequest.Status.PENDING:
             approvals = selectors.approval_list_pending(
-                user=request.user, mine=params["mine"], run_id=params.get("run"), **common
+                user=request.user,
+                mine=params["mine"],
+                run_id=params.get("run"),
+                assigned=bool(params.get("assigned")),
+                **common,
             )
         else:
             approvals = selectors.approval_list(
@@ -145,7 +161,7 @@ class ApprovalListApi(APIView):
                 **common,
             )
         paginator = ApiCursorPagination(ordering=("expires_at", "id"))
-        page = paginator.paginate_queryset(approvals, request, view=self)
+        page = claims_attach(paginator.paginate_queryset(approvals, request, view=self))
         return paginator.get_paginated_response(ApprovalSerializer(page, many=True).data)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from approvals.api import ApprovalDecideApi, ApprovalDetailApi, ApprovalListApi
+from approvals.api_claims import ApprovalAssignApi, ApprovalClaimApi
 
 app_name = "approvals_api"
 
@@ -10,4 +11,6 @@ urlpatterns = [
     path("approvals/", ApprovalListApi.as_view(), name="list"),
     path("approvals/<str:approval_id>/", ApprovalDetailApi.as_view(), name="detail"),
     path("approvals/<str:approval_id>/decision/", ApprovalDecideApi.as_view(), name="decide"),
+    path("approvals/<str:approval_id>/claim/", ApprovalClaimApi.as_view(), name="claim"),
+    path("approvals/<str:approval_id>/assign/", ApprovalAssignApi.as_view(), name="assign"),
 ]

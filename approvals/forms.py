@@ -12,6 +12,7 @@ from approvals.schema_form import schema_errors_attach, schema_fields
 
 SCOPE_MINE = "mine"
 SCOPE_ALL = "all"
+SCOPE_ASSIGNED = "assigned"
 
 
 def _tier_names() -> list[str]:
@@ -30,7 +31,11 @@ class QueueFilterForm(forms.Form):
     scope = forms.ChoiceField(
         label="Show",
         required=False,
-        choices=[(SCOPE_MINE, "I may decide"), (SCOPE_ALL, "All pending")],
+        choices=[
+            (SCOPE_MINE, "I may decide"),
+            (SCOPE_ALL, "All pending"),
+            (SCOPE_ASSIGNED, "Assigned to me"),
+        ],
     )
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -49,6 +54,7 @@ class QueueFilterForm(forms.Form):
             "tool": (data.get("tool") or "").strip() or None,
             "q": (data.get("q") or "").strip() or None,
             "mine": data.get("scope", SCOPE_MINE) != SCOPE_ALL,
+            "assigned": data.get("scope") == SCOPE_ASSIGNED,
         }
 
 

@@ -7,6 +7,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from approvals.claim_models import ApprovalClaim  # noqa: F401
+
 # The outbox's models live in their own module (for size); the app's models are imported from here.
 from approvals.notification_models import (  # noqa: F401
     Notification,

@@ -12,6 +12,8 @@ selectors that apply it (docs/security.md has the table).
   the tier's escalation group may too.
 - A tier with no approver groups (or no RiskTier row at all) falls back to the
   ``approvals.decide`` permission, so an unconfigured install keeps working.
+- Members of a tier's lead group see its approvals and may assign them (``user_may_assign``),
+  as superusers may; assigning gives no right to decide.
 - Never the run's requester (four eyes). Voting twice in one quorum round is a conflict (409),
   checked by the decision service under the row lock.
 """
@@ -58,7 +60,9 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
     # work_mem it searches them linearly per row (minutes at 1M approvals); EXISTS probes the
     # run_id index once per row.
     run = OuterRef(f"{via}pk")
-    runs_to_decide = ApprovalRequest.objects.filter(_decidable(tiers), run_id=run)
+    # A tier lead sees the approvals they may assign (approvals/services/claims.py).
+    to_see = _decidable(tiers) | Q(tier__in=tiers.led) if tiers.led else _decidable(tiers)
+    runs_to_decide = ApprovalRequest.objects.filter(to_see, run_id=run)
     # Effects live in agents/, which this app never imports: their model is the run's relation's.
     effects = AgentRun._meta.get_field("effects").related_model
     runs_to_settle = effects.objects.filter(_settleable(tiers), run_id=run)
@@ -100,6 +104,7 @@ class Tiers:
     grouped: set[str]  # tiers that configure approver groups
     need_another_group: set[str]  # tiers whose required group this person is not in
     may_decide: bool  # approvals.decide: the tiers without approver groups
+    led: set[str]  # by lead group: this person may assign the tier's approvals
 
 
 def _decidable(tiers: Tiers) -> Q:
@@ -123,9 +128,11 @@ def _tiers_of(user: Any) -> Tiers | None:
     if not user.is_authenticated or not user.is_active:
         return None
     mine = set(user.groups.values_list("id", flat=True))
-    tiers = Tiers(set(), set(), set(), set(), user.has_perm("approvals.decide"))
+    tiers = Tiers(set(), set(), set(), set(), user.has_perm("approvals.decide"), set())
     for tier in RiskTier.objects.prefetch_related("approver_groups"):
         group_ids = {g.pk for g in tier.approver_groups.all()}
+        if tier.lead_group_id is not None and tier.lead_group_id in mine:
+            tiers.led.add(tier.name)
         if tier.required_group_id is not None and tier.required_group_id not in mine:
             tiers.need_another_group.add(tier.name)
         if group_ids:
@@ -165,6 +172,18 @@ def user_may_approve_tier(*, user: Any, tier: str, escalated: bool = False) -> t
     if escalated and row is not None and row.escalation_group_id in mine:
         return True, ""
     return False, f"Only members of {tier_group_names(row)} may decide {tier} actions."
+
+
+def user_may_assign(*, user: Any, approval: ApprovalRequest) -> tuple[bool, str]:
+    """(allowed, reason): superusers, and members of the tier's lead group, may assign."""
+    if not user.is_authenticated or not user.is_active:
+        return False, "You must be logged in to assign approvals."
+    if user.is_superuser:
+        return True, ""
+    row = policy.tier_get(approval.tier)
+    if row is not None and user_in_group(user=user, group_id=row.lead_group_id):
+        return True, ""
+    return False, f"Only an admin or a lead of the {approval.tier} tier may assign its approvals."
 
 
 def tier_group_ids(row: RiskTier) -> set[int]:

@@ -91,6 +91,14 @@ class RiskTier(models.Model):
         default=4 * 3600,
         help_text="Escalate once when this tier's oldest pending approval is older (0: never).",
     )
+    lead_group = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="lead_for_tiers",
+        help_text="Members may assign this tier's approvals.",
+    )
     webhook_endpoint = models.ForeignKey(
         "approvals.WebhookEndpoint",
         null=True,

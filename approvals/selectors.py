@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from approvals.claim_selectors import assigned_to_filter, claim_prefetch
 from approvals.models import AgentRun, ApprovalRequest, ApprovalVote, RiskTier
 from approvals.permissions import approval_decidable_filter, run_visible_filter
 
@@ -70,11 +71,13 @@ def approval_list_pending(
     mine: bool = True,
     q: str | None = None,
     run_id: Any = None,
+    assigned: bool = False,
 ) -> QuerySet[ApprovalRequest]:
     """Pending, unexpired approvals, soonest expiry first.
 
     ``mine`` keeps those ``user`` may decide (who may decide an approval may see it);
-    otherwise those ``user`` may see.
+    otherwise those ``user`` may see. ``assigned`` keeps those assigned to ``user`` (of
+    those they may see, whatever ``mine`` says).
     """
     # No decider to join (a pending approval has none): that LEFT JOIN was planned as a hash
     # join, which gives up the approval_queue index's order, so Postgres read and sorted every
@@ -90,7 +93,9 @@ def approval_list_pending(
         decided=False,
     )
     qs = qs.filter(expires_at__gt=timezone.now())
-    if not mine:
+    if assigned:
+        qs = qs.filter(assigned_to_filter(user=user))
+    if not mine or assigned:
         return qs.filter(run_visible_filter(user=user, via="run__"))
     decidable = approval_decidable_filter(user=user)
     if decidable is None:
@@ -151,4 +156,8 @@ def run_get(*, pk: Any, fetched_by: Any) -> AgentRun:
 
 
 def run_approvals(*, run: AgentRun) -> QuerySet[ApprovalRequest]:
-    return run.approvals.select_related("decided_by").order_by("created_at", "id")
+    return (
+        run.approvals.select_related("decided_by")
+        .prefetch_related(claim_prefetch())
+        .order_by("created_at", "id")
+    )

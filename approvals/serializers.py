@@ -8,8 +8,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.claim_selectors import approval_claim_live
 from approvals.contract import payload_on_deny
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalClaim, ApprovalRequest
 from core.sealing import is_erased
 
 
@@ -41,6 +42,20 @@ class ErasedField(serializers.Field):
         return value is not None
 
 
+class ClaimSerializer(serializers.Serializer):
+    """Who holds a pending approval: a claim (lapses at ``until``) or an assignment (no
+    ``until``; ``assigned_by`` names who assigned it)."""
+
+    by = serializers.CharField(source="user.get_username")
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField(allow_null=True)
+    assigned_by = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_assigned_by(self, claim: ApprovalClaim) -> str | None:
+        return claim.assigned_by.get_username() if claim.assigned_by_id else None
+
+
 class ApprovalSerializer(serializers.Serializer):
     """An approval as the reviewer sees it; ``payload_hash`` is what a decision must echo."""
 
@@ -70,3 +85,11 @@ class ApprovalSerializer(serializers.Serializer):
 
     def get_on_deny(self, approval: ApprovalRequest) -> str | None:
         return None if is_erased(approval.payload) else payload_on_deny(approval.payload)
+
+    claim = serializers.SerializerMethodField()
+
+    @extend_schema_field(ClaimSerializer(allow_null=True))
+    def get_claim(self, approval: ApprovalRequest) -> dict[str, Any] | None:
+        """Who is looking at it or was assigned it; null when free, lapsed or decided."""
+        claim = approval_claim_live(approval=approval)
+        return ClaimSerializer(claim).data if claim is not None else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from approvals import link_views, slack_views, views
+from approvals import link_views, slack_views, views, views_claims
 
 app_name = "approvals"
 
@@ -25,4 +25,8 @@ urlpatterns = [
         slack_views.slack_interactions,
         name="slack-interactions",
     ),
+    path("approvals/<int:pk>/claim/", views_claims.approval_claim_view, name="claim"),
+    path("approvals/<int:pk>/release/", views_claims.approval_release_view, name="claim-release"),
+    path("approvals/<int:pk>/assign/", views_claims.approval_assign_view, name="assign"),
+    path("approvals/<int:pk>/unassign/", views_claims.approval_unassign_view, name="unassign"),
 ]

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from approvals import services
+from approvals.claim_selectors import claims_attach
 from approvals.contract import is_console_payload
 from approvals.decision_context import decision_context
 from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
@@ -56,8 +57,9 @@ def queue(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "page": page,
-        "approvals": page.items,
+        "approvals": claims_attach(page.items),  # each row's claim: one query for the page
         "mine": filters["mine"],
+        "assigned": filters["assigned"],
         "may_decide": request.user.has_perm("approvals.decide"),
     }
     if request.htmx and not request.htmx.history_restore_request:

@@ -377,6 +377,8 @@ TOOL_MAX_RETRIES = env_int("TOOL_MAX_RETRIES", 3, minimum=0)
 # can still be in flight: this long after the last attempt (a timed-out call may still land).
 EFFECT_SETTLE_AFTER_SECONDS = env_int("EFFECT_SETTLE_AFTER_SECONDS", 600, minimum=0)
 APPROVAL_TTL_SECONDS = env_int("APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
+# A reviewer's claim ("bob is looking at this") lapses after this long unless renewed.
+APPROVAL_CLAIM_SECONDS = env_int("APPROVAL_CLAIM_SECONDS", 900, minimum=1)
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "http://127.0.0.1:8000")
 # Where the answer to a Slack button press may be POSTed (the payload's response_url): only
 # under these prefixes, so a signed request cannot make the console POST anywhere else.

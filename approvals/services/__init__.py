@@ -3,6 +3,7 @@ event in one transaction (invariant 3).
 
 - ``runs``: create, the worker's transitions, cancel, budget, flag, queueing an advance;
 - ``requests``: approval requests for pending interrupts, with their due times;
+- ``claims``: claiming, releasing, assigning and unassigning a pending approval;
 - ``decisions``: deciding (validation, permissions, edit preview, quorum, final outcome);
 - ``sweep``: reminders, escalations and expiries that are due;
 - ``policy``: audited changes to tiers and tool policies, and the demo seed.
@@ -13,6 +14,16 @@ Callers import this package (``from approvals import services as approval_servic
 from __future__ import annotations
 
 from approvals.contract import RUN_ADVANCE_TASK, TIMEOUT_ACTOR
+from approvals.services.claims import (
+    ClaimConflict,
+    ClaimError,
+    ClaimForbidden,
+    ClaimInvalid,
+    approval_assign,
+    approval_claim,
+    approval_claim_release,
+    approval_unassign,
+)
 from approvals.services.decision_final import approval_close
 from approvals.services.decisions import approval_decide, approval_edit_preview
 from approvals.services.errors import (
@@ -61,6 +72,10 @@ __all__ = [
     "TIMEOUT_ACTOR",
     "ArgsInvalid",
     "ChangesNotAcknowledged",
+    "ClaimConflict",
+    "ClaimError",
+    "ClaimForbidden",
+    "ClaimInvalid",
     "DecisionConflict",
     "DecisionError",
     "DecisionForbidden",
@@ -68,6 +83,9 @@ __all__ = [
     "PreviewRequired",
     "LeaseLostError",
     "RunStopped",
+    "approval_assign",
+    "approval_claim",
+    "approval_claim_release",
     "approval_close",
     "approval_decide",
     "approval_edit_preview",
@@ -75,6 +93,7 @@ __all__ = [
     "approval_expire",
     "approval_remind",
     "approval_requests_sync",
+    "approval_unassign",
     "approvals_sweep",
     "policy_change_record",
     "policy_object_delete",

@@ -12,6 +12,7 @@ from approvals import policy
 from approvals.changes import changes_check
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.permissions import user_may_decide
+from approvals.services.claims import claim_fields, claim_note
 from approvals.services.decision_checks import (
     args_check,
     decision_args,
@@ -102,6 +103,7 @@ def approval_decide(
             # starts meanwhile checks its foreign key to that row and would deadlock with us.
             ApprovalRequest.objects.select_for_update(of=("self", "run"))
             .select_related("run", "run__requested_by")
+            .annotate(**claim_fields())  # who holds its claim (read, not locked)
             .get(pk=approval.pk)
         )
         _erased_check(locked)  # again under the lock: erased meanwhile
@@ -171,6 +173,7 @@ def approval_decide(
                 "final": final,
                 **({"via": via} if via else {}),
                 **({"warned": warned} if warned else {}),
+                **claim_note(approval=locked, user=user),  # a claim never blocks a decision
             },
             private={"args": resume_args, "message": message, "note": note},
             request=request,

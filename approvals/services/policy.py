@@ -22,6 +22,7 @@ def policy_snapshot(obj: RiskTier | ToolPolicy) -> dict[str, Any]:
             "requires_approval": obj.requires_approval,
             "approver_groups": sorted(g.name for g in obj.approver_groups.all()),
             "required_group": obj.required_group.name if obj.required_group_id else None,
+            "lead_group": obj.lead_group.name if obj.lead_group_id else None,
             "required_approvals": obj.required_approvals,
             "ttl_seconds": obj.ttl_seconds,
             "remind_before_seconds": obj.remind_before_seconds,

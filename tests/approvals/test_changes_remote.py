@@ -63,10 +63,10 @@ def test_a_link_for_an_approval_whose_policy_changed_asks_to_confirm_and_stays_u
 
 
 def test_a_slack_press_on_an_approval_whose_policy_changed_sends_the_reviewer_to_the_console(
-    slack,
-    receiver,
+    slack,  # noqa: F811 - the fixture imported above
+    receiver,  # noqa: F811 - the fixture imported above
     alice,
-    admin,  # noqa: F811 - the fixtures imported above
+    admin,
 ):
     approval = request_approval(requester=alice, tier="write")
     value = buttons(slack_message_of(approval, receiver))["approve"]["value"]
