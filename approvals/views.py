@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from approvals import services
+from approvals import policy, services
 from approvals.claim_selectors import claims_attach
 from approvals.contract import is_console_payload
 from approvals.decision_context import decision_context
@@ -221,10 +221,13 @@ def _args_keys(errors: dict[str, str]) -> list[str]:
 @vary_on_headers("HX-Request")
 def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
     approval = _visible_approval(request, pk)
-    context = _detail_context(request, approval)
-    if request.htmx and request.GET.get("part") == "status":
-        return render(request, "approvals/detail.html#approval-status", context)
-    return render(request, "approvals/detail.html", context)
+    # The page asks about the tier many times (quorum, deadlines, changes, the claim card):
+    # one reading of the policy answers them all. Decisions are checked afresh by the service.
+    with policy.policy_read_once():
+        context = _detail_context(request, approval)
+        if request.htmx and request.GET.get("part") == "status":
+            return render(request, "approvals/detail.html#approval-status", context)
+        return render(request, "approvals/detail.html", context)
 
 
 @require_POST

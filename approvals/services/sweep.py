@@ -52,6 +52,7 @@ SWEEP_ACTOR = "system:sweep"
 # requester, so only the expiry step reads the requesting user (its address).
 _FIELDS = (
     *("id", "run_id", "tool", "tier", "status", "args", "policy_version", "created_at"),
+    "payload_hash",  # the notifications name the version of the action they describe
     *("expires_at", "remind_at", "escalate_at", "reminded_at", "escalated_at"),
     *("decided_at", "decided_by_id", "decided_by_label"),
     *("run__id", "run__agent", "run__requested_by_id"),
