@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, RiskTier, SlackIdentity, WebhookEndpoint
+from approvals.services.slack import slack_respond, slack_response_url_allowed
 from tests.approvals.test_slack import SECRET, TEAM, status_of
 from tests.support.approvals import request_approval
 
@@ -51,3 +52,20 @@ def test_a_signed_payload_nested_too_deeply_or_broken_is_a_400_not_a_500(slack, 
     assert response.status_code == 400
     assert response.json() == {"error": "no interaction payload"}
     assert status_of(waiting) == ApprovalRequest.Status.PENDING
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.slack.com.evil.example/actions/1",
+        "https://hooks.slack.com@evil.example/actions/1",
+        "https://hooks.slack.com:443@evil.example/actions/1",
+        "https://hooks.slack.comevil.example/",
+    ],
+)
+def test_a_prefix_set_without_its_slash_still_allows_no_other_host(settings, url):
+    settings.SLACK_RESPONSE_URL_PREFIXES = ["https://hooks.slack.com"]
+
+    assert slack_response_url_allowed("https://hooks.slack.com/actions/T1/2/abc")
+    assert not slack_response_url_allowed(url)
+    assert slack_respond(response_url=url, answer={"text": "x"}).startswith("refused")
