@@ -55,7 +55,7 @@ def slack_interactions(request: HttpRequest, endpoint_id: int) -> HttpResponse:
         return _refuse(401, "signature missing, wrong or stale")
     try:
         payload = json.loads(request.POST.get("payload", ""))
-    except ValueError:
+    except (ValueError, RecursionError):  # signed, yet nested too deeply to read
         return _refuse(400, "no interaction payload")
     return JsonResponse(
         slack_interaction_handle(endpoint=endpoint, payload=payload, request=request)

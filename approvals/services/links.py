@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from approvals.links import LinkUnreadable, decision_link_read
 from approvals.models import ApprovalRequest, DecisionLink
+from approvals.permissions import user_may_decide
 from approvals.services.decisions import approval_decide
 from approvals.services.errors import DecisionInvalid
 from core.errors import ApplicationError
@@ -43,6 +44,11 @@ class LinkInvalid(LinkRefused):
 class LinkForwarded(LinkRefused):
     status_code = 403
     reason = "forwarded"
+
+
+class LinkNotAllowed(LinkRefused):
+    status_code = 403
+    reason = "not_allowed"
 
 
 class LinkUsed(LinkRefused):
@@ -75,6 +81,13 @@ def decision_link_open(*, token: str, user: Any) -> DecisionLink:
             "This link was sent to someone else: it decides nothing for you. Open the approval "
             "in the console, where your own rights apply.",
             approval_id=approval.pk,
+        )
+    # The recipient may have lost the right meanwhile (left the group): then the link shows
+    # nothing of the approval either (its page would 404), and works again if it comes back.
+    allowed, reason = user_may_decide(user=user, approval=approval)
+    if not allowed:
+        raise LinkNotAllowed(
+            f"This link decides nothing for you now: {reason}", approval_id=approval.pk
         )
     if link.used_at is not None:
         when = timezone.localtime(link.used_at).strftime("%Y-%m-%d %H:%M")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import signing
@@ -36,8 +37,21 @@ def _refusal(why: str) -> dict[str, Any]:
 
 
 def slack_response_url_allowed(url: Any) -> bool:
-    return isinstance(url, str) and any(
-        url.startswith(prefix) for prefix in settings.SLACK_RESPONSE_URL_PREFIXES if prefix
+    """Under one of the prefixes, and on the prefix's own host: a prefix configured without its
+    slash ("https://hooks.slack.com") must not let https://hooks.slack.com.evil/ or
+    https://hooks.slack.com@evil/ through."""
+    if not isinstance(url, str):
+        return False
+    try:
+        target = urlsplit(url)
+        prefixes = [(p, urlsplit(p)) for p in settings.SLACK_RESPONSE_URL_PREFIXES if p]
+    except ValueError:
+        return False
+    where = (target.scheme, target.netloc.lower())
+    return any(
+        url.startswith(prefix) and where == (allowed.scheme, allowed.netloc.lower())
+        for prefix, allowed in prefixes
+        if allowed.netloc
     )
 
 
