@@ -49,7 +49,7 @@ def approval_interrupt_id(interrupt_id: str) -> str:
     """The ApprovalRequest's interrupt id (64 characters): a longer one is hashed."""
     if len(interrupt_id) <= 64:
         return interrupt_id
-    return "#" + hashlib.sha256(interrupt_id.encode()).hexdigest()
+    return "#" + hashlib.sha256(interrupt_id.encode()).hexdigest()[:63]
 
 
 def protocol_of(value: Any) -> str:

@@ -98,3 +98,19 @@ def test_a_decision_closes_the_request_with_the_resume_value_and_writes_the_call
     # A second advance delivers nothing twice.
     advance.run_advance(run_id=remote.run_id)
     assert Notification.objects.filter(event=Notification.Event.CALLBACK).count() == 1
+
+
+def test_an_interrupt_id_longer_than_an_approvals_column_is_stored_hashed_within_it(
+    demo_policy, agent
+):
+    long_id = "i" * 200
+    remote, _ = remote_request_open(
+        agent=agent, thread_id="t-long", interrupt_id=long_id, value=hitl()
+    )
+    stored = ApprovalRequest.objects.get(run=remote.run)
+    assert len(stored.interrupt_id) <= ApprovalRequest._meta.get_field("interrupt_id").max_length
+    assert stored.interrupt_id == remote.approval_interrupt_id != long_id
+    again, created = remote_request_open(
+        agent=agent, thread_id="t-long", interrupt_id=long_id, value=hitl()
+    )
+    assert (again.pk, created) == (remote.pk, False)
