@@ -219,3 +219,27 @@ def test_resume_when_decided_times_out_on_a_pending_request(graph, console):
 def test_interrupt_on_without_decisions_is_refused():
     with pytest.raises(ValueError, match="allowed_decisions"):
         RemoteGateMiddleware({"refund_issue": {}}, ConsoleClient("https://c", KEY))
+
+
+def test_the_async_path_pauses_and_resumes_the_same_way(console, payments):
+    import asyncio
+
+    client = ConsoleClient("https://console.test", KEY, transport=console.transport)
+    graph = create_agent(
+        ScriptedChatModel(),
+        tools=[refund_tool(payments)],
+        middleware=[RemoteGateMiddleware({"refund_issue": True}, client)],
+        checkpointer=InMemorySaver(),
+    )
+
+    async def run() -> dict:
+        paused = await graph.ainvoke(ASK, config())
+        (request_id,) = pending_request_ids(paused)
+        request = console.decide(request_id, [{"type": "approve"}])
+        return await graph.ainvoke(Command(resume=request["resume"]), config())
+
+    done = asyncio.run(run())
+    assert done["messages"][-1].text.startswith("Done. refund_issue: refunded")
+    (approval,) = console.only()["approvals"]
+    assert [p["idempotency_key"] for p in payments.all()] == [approval["idempotency_key"]]
+    assert console.outcomes[approval["id"]]["status"] == "succeeded"
