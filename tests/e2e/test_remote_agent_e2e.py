@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from agents.remote.models import ExternalAgent, RemoteRequest
 from agents.remote.registry import external_agent_key_issue, external_agent_save
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, Notification
 from approvals.services import policy_seed_demo
 from audit.canonical import canonical_hash
 from audit.models import AuditEvent
@@ -126,6 +126,15 @@ def test_bob_approves_a_remote_agents_refund_in_the_browser_and_it_is_paid_once(
         return state if state["status"] == "completed" else None
 
     state = poll_until(agent_done, timeout=60, what="the agent to complete", processes=everyone)
+    # It was the signed callback that resumed it: one delivered, to the registered URL.
+    callbacks = Notification.objects.filter(event=Notification.Event.CALLBACK)
+    poll_until(
+        lambda: callbacks.filter(status="sent").exists(),
+        timeout=30,
+        what="the callback marked sent",
+        processes=everyone,
+    )
+    assert [(c.status, c.recipient) for c in callbacks] == [("sent", agent.callback_url)]
     body = ConsoleClient(web_url, key).get(request_id)
     (decided,) = body.approvals
     assert body.status == "decided" and decided.status == "approved"
