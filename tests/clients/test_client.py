@@ -144,7 +144,7 @@ def test_no_answer_at_all_raises_console_unavailable_after_retries():
 def test_a_429_waits_as_long_as_retry_after_says():
     answers = [httpx.Response(429, headers={"Retry-After": "7"}), httpx.Response(200, json={})]
     client, slept = client_for(httpx.MockTransport(lambda r: answers.pop(0)))
-    client.report_outcome("r", approval_id=1, idempotency_key="k", executed_args={}, result=None)
+    client.list()
     assert slept == [7.0]
 
 
@@ -198,7 +198,9 @@ def test_report_outcome_sends_the_contract_body():
         "executed_args": {"order_id": "A-1"},
         "result": "refunded",
     }
-    client.report_outcome(made.id, **report)
+    recorded = client.report_outcome(made.id, **report)
+    assert recorded.id == made.id
+    assert recorded.approvals[0].outcome["status"] == "succeeded"
     client.report_outcome(made.id, **report)  # the same report again: fine (200)
     assert console.outcomes[approval.id] == {**report, "status": "succeeded"}
     with pytest.raises(Conflict):

@@ -186,6 +186,8 @@ def test_an_agent_without_callbacks_long_polls_and_resumes_after_a_decision_over
     done = resume_when_decided(graph, client, config, request_id, timeout=60)
     assert done["messages"][-1].text == "Done. refund_issue: refunded 1250 cents for order A-1001"
     assert [p["idempotency_key"] for p in payments.all()] == [approval.idempotency_key]
+    assert [r.id for r in client.list(thread_id="poll-1")] == [request_id]
+    assert client.list(thread_id="another") == []
     reported = client.get(request_id).approvals[0].outcome
     assert reported["status"] == "succeeded" and reported["args_match"] is True
     assert not RemoteRequest.objects.get(pk=request_id).callback_url

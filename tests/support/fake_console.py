@@ -98,10 +98,12 @@ class FakeConsole:
         if approval is None or approval["idempotency_key"] != body["idempotency_key"]:
             return httpx.Response(409, json={"detail": "Not this request's approval or key."})
         if body["approval_id"] in self.outcomes:
-            same = self.outcomes[body["approval_id"]] == body
-            return httpx.Response(200 if same else 409, json=body)
+            if self.outcomes[body["approval_id"]] != body:
+                return httpx.Response(409, json={"detail": "Another outcome was reported."})
+            return httpx.Response(200, json=found)
         self.outcomes[body["approval_id"]] = body
-        return httpx.Response(201, json=body)
+        approval["outcome"] = {"status": body["status"], "args_match": True, "flags": []}
+        return httpx.Response(201, json=found)
 
     def decide(self, request_id: str, decisions: list[dict[str, Any]]) -> dict[str, Any]:
         """Decide every approval of a request, as people in the console would."""

@@ -156,8 +156,13 @@ class ConsoleClient:
         executed_args: dict[str, Any],
         result: Any,
         status: str = "succeeded",
-    ) -> dict[str, Any]:
-        """Tell the console what ran for an approval (``status``: succeeded or failed)."""
+    ) -> RemoteRequest:
+        """Tell the console what ran for an approval (``status``: succeeded or failed).
+
+        Returns the request, its approval now carrying the ``outcome`` (``args_match``, and
+        ``flags`` such as ``args_differ`` when the executed args are not the approved ones).
+        Reporting the same outcome again is fine; a different one raises ``Conflict``.
+        """
         if status not in ("succeeded", "failed"):
             raise ValueError("status must be 'succeeded' or 'failed'")
         _, answer = self._call(
@@ -171,7 +176,7 @@ class ConsoleClient:
                 "status": status,
             },
         )
-        return answer
+        return RemoteRequest.from_body(answer)
 
     # -- helpers that need no network ----------------------------------------------------
 
