@@ -185,6 +185,9 @@ def test_the_long_poll_asks_the_console_for_at_most_30_seconds():
     made = client.create("t-1", "i-1", VALUE)
     client.get(made.id, wait=90)
     assert console.calls[-1].url.params["wait"] == "30"
+    lowered, _ = client_for(console.transport, long_poll_max=5)
+    lowered.get(made.id, wait=30)
+    assert console.calls[-1].url.params["wait"] == "5"
 
 
 def test_report_outcome_sends_the_contract_body():

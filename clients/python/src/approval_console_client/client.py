@@ -35,6 +35,7 @@ class ConsoleClient:
         retries: int = 3,
         backoff: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        long_poll_max: int = LONG_POLL_MAX_SECONDS,
     ) -> None:
         if not key:
             raise ValueError("key is required (the agent's key, agk_...)")
@@ -43,6 +44,8 @@ class ConsoleClient:
         self.retries = retries
         self.backoff = backoff
         self._sleep = sleep
+        # The console's REMOTE_LONG_POLL_MAX_SECONDS, if it was lowered (a longer wait is a 400).
+        self.long_poll_max = long_poll_max
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={
@@ -107,7 +110,7 @@ class ConsoleClient:
 
     def get(self, request_id: str, *, wait: int = 0) -> RemoteRequest:
         """The request now, or (``wait`` > 0) as soon as it is decided, at most ``wait`` s."""
-        wait = max(0, min(int(wait), LONG_POLL_MAX_SECONDS))
+        wait = max(0, min(int(wait), self.long_poll_max))
         params = {"wait": wait} if wait else None
         _, answer = self._call(
             "GET",
@@ -137,7 +140,7 @@ class ConsoleClient:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            step = max(1, min(int(poll), LONG_POLL_MAX_SECONDS))
+            step = max(1, min(int(poll), self.long_poll_max))
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
