@@ -26,6 +26,7 @@ from audit.canonical import canonical_hash
 from audit.models import AuditEvent
 from examples.remote_agent.agent import agent_build
 from examples.remote_agent.payments import Payments
+from tests.support.fixtures import ProcessSet
 from tests.support.processes import (
     ManagedProcess,
     free_port,
@@ -56,9 +57,10 @@ def agent_register(*, callback_url: str = "") -> tuple[ExternalAgent, str]:
 
 
 def agent_process(
-    tmp_path: Path, *, web_url: str, key: str, secret: str, port: int
+    processes: ProcessSet, tmp_path: Path, *, web_url: str, key: str, secret: str, port: int
 ) -> ManagedProcess:
-    """``python -m examples.remote_agent`` with only its own settings (no Django ones)."""
+    """``python -m examples.remote_agent`` with only its own settings (no Django ones), one of
+    the test's processes (killed with them at teardown)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -76,8 +78,9 @@ def agent_process(
         name="remote_agent",
         command=[sys.executable, "-m", "examples.remote_agent"],
         env=env,
-        log_path=tmp_path / "remote_agent.log",
+        log_path=processes.log_dir / "remote_agent.log",
     )
+    processes.workers[process.name] = process
     process.start()
     wait_http_ready(f"http://127.0.0.1:{port}/health", timeout=30, process=process)
     return process
@@ -94,9 +97,10 @@ def test_bob_approves_a_remote_agents_refund_in_the_browser_and_it_is_paid_once(
     port = free_port()
     agent, key = agent_register(callback_url=f"http://127.0.0.1:{port}/callbacks/console")
     remote_agent = agent_process(
-        tmp_path, web_url=web_url, key=key, secret=agent.callback_secret, port=port
+        processes, tmp_path, web_url=web_url, key=key, secret=agent.callback_secret, port=port
     )
-    everyone = [*processes.all, remote_agent]
+    everyone = processes.all
+    assert remote_agent in everyone
     agent_http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
 
     started = agent_http.post("/runs", json={"input": ASK})
