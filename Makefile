@@ -14,13 +14,17 @@ help:
 	@echo "make lint   ruff check + ruff format --check"
 	@echo "make bench  run the benchmarks in bench/"
 
-# The project installs no package of its own: the venv gets the pinned dependencies
+# The console itself installs no package of its own: the venv gets the pinned dependencies
 # (runtime + dev) listed in pyproject.toml, and re-installs whenever that file changes.
 # bin/requirements.py lists them; the Dockerfile installs its runtime part the same way.
-$(INSTALLED): pyproject.toml
+# Then the Python client (clients/python, with its langchain extra), editable, for its tests
+# and examples/remote_agent; its dependencies are among the pinned ones, so nothing is fetched.
+$(INSTALLED): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) bin/requirements.py --dev > $(VENV)/requirements.txt
 	$(VENV)/bin/pip install --disable-pip-version-check -q -r $(VENV)/requirements.txt
+	$(VENV)/bin/pip install --disable-pip-version-check -q --no-build-isolation \
+		-e 'clients/python[langchain]'
 	touch $@
 
 venv: $(INSTALLED)
