@@ -14,12 +14,28 @@ approvals/ owns these and never imports agents/; agents/ imports them.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from typing import Any
 
 PAYLOAD_TYPE = "console.approval"
 RUN_ADVANCE_TASK = "agents.tasks.run_advance"
 TIMEOUT_ACTOR = "system:timeout"
 CANCEL_ACTOR = "system:cancel"
+# Runs of agents that run in their own service (agents/remote/): "external:<name>".
+EXTERNAL_AGENT_PREFIX = "external:"
+
+
+def is_external_agent(agent: str) -> bool:
+    """Whether a run's agent runs outside the console (never advanced by the in-process runner)."""
+    return agent.startswith(EXTERNAL_AGENT_PREFIX)
+
+
+def approval_idempotency_key(*, thread_id: str, interrupt_id: str, action_index: int) -> str:
+    """The key the console issues for one approved action: the executed call carries it
+    downstream and back in its outcome report. Deterministic (a retry gets the same)."""
+    digest = hashlib.sha256(f"{thread_id}:{interrupt_id}:{action_index}".encode()).hexdigest()
+    return "cak_" + digest[:40]
+
 
 # A payload without an on_deny line (an agent that predates it, or its own client): what is true
 # of every path the console resumes.

@@ -42,6 +42,11 @@ class AgentRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_runs"
     )
+    # An external agent's runs (agents/remote/): the members of this group see them as their
+    # requester does; the requester itself is the agent's service user.
+    owner_group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Personal data: sealed under the run's data key (core/sealing.py).
     input = SealedJSONField(default=dict, run_attr="id")
     output = SealedJSONField(default=dict, blank=True, run_attr="id")
@@ -261,6 +266,7 @@ class ApprovalVote(models.Model):
 
 
 from approvals.link_models import DecisionLink, SlackIdentity  # noqa: E402, F401
+from approvals.outcome_models import ApprovalOutcome  # noqa: E402, F401
 from approvals.policy_models import (  # noqa: E402, F401
     PolicyVersion,
     RiskTier,

@@ -61,6 +61,8 @@ class Notification(models.Model):
         EXPIRY = "expiry"
         DECISION = "decision"
         STUCK = "stuck"
+        # An external agent's decided request, POSTed to its callback URL (agents/remote/).
+        CALLBACK = "callback"
 
     event = models.CharField(max_length=12, choices=Event.choices)
     channel = models.CharField(max_length=8, choices=Channel.choices)

@@ -8,6 +8,7 @@ import json
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -38,6 +39,19 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 NO_REDIRECT_OPENER = _OPENER
 
 
+def same_origin(url: str, other: str) -> bool:
+    """Same scheme, host and port (the default port of the scheme when none is written)."""
+    a, b = urlsplit(url), urlsplit(other)
+    try:
+        ports = (a.port or _PORTS.get(a.scheme), b.port or _PORTS.get(b.scheme))
+    except ValueError:  # a port out of range
+        return False
+    return bool(a.hostname) and (a.scheme, a.hostname, ports[0]) == (b.scheme, b.hostname, ports[1])
+
+
+_PORTS = {"http": 80, "https": 443}
+
+
 def webhook_body(row: Notification) -> bytes:
     """What the endpoint receives: the row's JSON, or for Slack its Block Kit message."""
     endpoint = row.endpoint
@@ -55,6 +69,11 @@ def webhook_post(row: Notification) -> None:
     # The endpoint's URL now, not the one the row was written for: the live secret signs it,
     # so a URL the admin moved away from must not receive freshly signed requests.
     url = row.endpoint.url
+    if row.event == Notification.Event.CALLBACK:
+        # An external agent's callback goes to its request's URL, on the origin registered now.
+        if not same_origin(row.recipient, url):
+            raise WebhookEndpointUnavailable("the callback URL is not on the agent's origin now")
+        url = row.recipient
     request = urllib.request.Request(
         url,
         data=body,

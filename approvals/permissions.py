@@ -52,6 +52,8 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
     if user_may_view_all(user):
         return Q()
     own = Q(**{f"{via}requested_by_id": user.pk})
+    # An external agent's runs: its owner group's members see them as a requester does.
+    own |= Q(**{f"{via}owner_group__in": user.groups.all()})
     tiers = _tiers_of(user)
     if tiers is None:
         return own

@@ -17,6 +17,8 @@ class StuckItem(models.Model):
         RUN_PAST_DEADLINE = "run_past_deadline", "Running past its lease deadline"
         # A tier whose oldest pending approval is older than the tier's threshold.
         QUEUE_TOO_OLD = "queue_too_old", "Approval queue older than the tier's threshold"
+        # An external agent's approved (or edited) action whose outcome it never reported.
+        OUTCOME_NOT_REPORTED = "outcome_not_reported", "Decided, outcome never reported"
 
     kind = models.CharField(max_length=24, choices=Kind.choices)
     # The run's id, or the tier's name for a queue.

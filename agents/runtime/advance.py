@@ -50,6 +50,7 @@ from agents.runtime.spans import (
 from agents.runtime.versions import graph_of_run, missing_nodes, version_resolve
 from approvals import policy
 from approvals import services as approval_services
+from approvals.contract import is_external_agent
 from approvals.models import AgentRun, ApprovalRequest
 from approvals.services import run_transitions_fenced
 from audit.services import event_record
@@ -87,6 +88,8 @@ def _run_advance(*, run_id: Any) -> str:
     if run is None:
         return "skipped: leased elsewhere or unknown"
     run_log_thread_set(run.thread_id)
+    if is_external_agent(run.agent):  # it runs in its own service: only its requests move here
+        return _remote_advance(run, owner=owner)
     outcome = ""
     with segment_span(run) as span:
         try:
@@ -104,6 +107,21 @@ def _run_advance(*, run_id: Any) -> str:
             segment_outcome(span, outcome or "aborted")
             if outcome != "completed":  # run_mark_completed gave the lease back with the status
                 lease_release(run_id=run.pk, owner=owner)
+
+
+def _remote_advance(run: AgentRun, *, owner: str) -> str:
+    """An external agent's run (agents/remote/): close its decided requests, under the lease."""
+    from agents.remote.services import remote_run_advance  # the remote room imports the runtime
+
+    try:
+        with run_transitions_fenced(lease_owner=owner), policy.policy_read_once():
+            return remote_run_advance(run=run)
+    except (LeaseLost, LeaseNotHeld, approval_services.LeaseLostError):
+        return "stopped: lease lost"
+    except approval_services.RunStopped:
+        return "stopped: run moved meanwhile"
+    finally:
+        lease_release(run_id=run.pk, owner=owner)
 
 
 def _advance_leased(run: AgentRun, *, owner: str, taken_at: float) -> str:

@@ -79,9 +79,15 @@ def run_create(
     parent: AgentRun | None = None,
     forked_from_checkpoint: str = "",
     fork_data: dict[str, Any] | None = None,
+    thread_id: str = "",
+    owner_group: Any = None,
+    enqueue: bool = True,
 ) -> AgentRun:
     """A queued run plus its audit event ("run.created", or "run.forked" with a ``parent``);
-    the advance is queued on commit. Its data key is made with its first sealed value."""
+    the advance is queued on commit. Its data key is made with its first sealed value.
+
+    An external agent's run (agents/remote/) names its own ``thread_id`` and ``owner_group``
+    and is not advanced (``enqueue=False``): its approval requests are opened by the caller."""
     with datakey_scope(), transaction.atomic():  # the key made for the input seals the rest
         run = AgentRun(
             agent=agent,
@@ -90,9 +96,10 @@ def run_create(
             requested_by=requested_by,
             parent_run=parent,
             forked_from_checkpoint=forked_from_checkpoint,
-            wake_requested=True,  # its advance is queued below, on commit
+            owner_group=owner_group,
+            wake_requested=enqueue,  # its advance is queued below, on commit
         )
-        run.thread_id = str(run.id)
+        run.thread_id = thread_id or str(run.id)
         run.save(force_insert=True)
         private = None
         if parent is None:
@@ -114,7 +121,8 @@ def run_create(
             private=private,
             request=request,
         )
-        run_advance_enqueue(run_id=run.id, flagged=True)
+        if enqueue:
+            run_advance_enqueue(run_id=run.id, flagged=True)
     return run
 
 

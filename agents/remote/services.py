@@ -1,0 +1,348 @@
+"""Writes of the remote approval service: open a request, advance an external run.
+
+``remote_request_open`` turns an agent's interrupt value into approval requests of its run
+(``protocol.approval_items``), the tier always from the console's policy; ``remote_run_advance``
+(called by the runner for runs of agent ``external:*``) closes each request whose approvals are
+all final with its resume value (``protocol.resume_value``) and writes the signed callback.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.hitl import protocol
+from agents.remote.bodies import remote_request_body
+from agents.remote.callbacks import callback_url_check, callback_write
+from agents.remote.errors import RemoteRequestConflict, RemoteRequestInvalid, RemoteToolForbidden
+from agents.remote.models import ExternalAgent, RemoteRequest
+from agents.tools import tool_find
+from approvals import policy
+from approvals import services as approval_services
+from approvals.contract import is_console_payload
+from approvals.models import AgentRun, ApprovalRequest
+from audit.canonical import canonical_hash
+from audit.services import event_record
+from core.sealed_fields import field_seal
+from core.sealing import datakey_scope
+
+GRAPH_VERSION = "external"
+# What a console payload may not bring from outside: the console sets these itself.
+_CALLER_KEYS = ("tier", "expires_at", "recheck")
+_CONTEXT_KEYS = ("evidence", "rationale", "blast_radius")
+
+
+def run_thread_id(*, agent: ExternalAgent, thread_id: str) -> str:
+    """The AgentRun's (globally unique, 64 characters) thread id of an agent's thread."""
+    full = f"{agent.run_agent}:{thread_id}"
+    if len(full) <= 64:
+        return full
+    return "external:#" + hashlib.sha256(full.encode()).hexdigest()[:54]
+
+
+def approval_interrupt_id(interrupt_id: str) -> str:
+    """The ApprovalRequest's interrupt id (64 characters): a longer one is hashed."""
+    if len(interrupt_id) <= 64:
+        return interrupt_id
+    return "#" + hashlib.sha256(interrupt_id.encode()).hexdigest()
+
+
+def protocol_of(value: Any) -> str:
+    """Which protocol an interrupt value speaks (the resume value answers in the same)."""
+    if is_console_payload(value):
+        return RemoteRequest.Protocol.CONSOLE
+    if protocol.is_hitl_request(value):
+        return RemoteRequest.Protocol.LANGCHAIN_HITL
+    if protocol.is_tool_approval(value):
+        return RemoteRequest.Protocol.TOOL_APPROVAL
+    is_inbox = getattr(protocol, "is_human_interrupt", None)  # Agent Inbox (hitl/protocol.py)
+    if is_inbox is not None and is_inbox(value):
+        return RemoteRequest.Protocol.AGENT_INBOX
+    return RemoteRequest.Protocol.OTHER
+
+
+def remote_request_open(
+    *,
+    agent: ExternalAgent,
+    thread_id: str,
+    interrupt_id: str,
+    value: Any,
+    response_schema: Any = None,
+    context: dict | None = None,
+    callback_url: str = "",
+    run_input: dict | None = None,
+    request: Any = None,
+) -> tuple[RemoteRequest, bool]:
+    """Open the approval requests of one interrupt; (request, created).
+
+    Idempotent: the same (agent, thread, interrupt) with the same value returns the existing
+    request; with another value, RemoteRequestConflict (409). The thread's run is made on its
+    first request (agent ``external:<name>``, requested by the agent's service user) and moves
+    back to waiting with each later one."""
+    value_hash = canonical_hash(value)
+    url = callback_url_check(agent=agent, url=callback_url or "")
+    for attempt in range(2):
+        existing = RemoteRequest.objects.filter(
+            agent=agent, thread_id=thread_id, interrupt_id=interrupt_id
+        ).first()
+        if existing is not None:
+            if existing.value_hash != value_hash:
+                raise RemoteRequestConflict(
+                    "This thread_id and interrupt_id were already sent with another value.",
+                    errors={"value": "differs from the value first sent for this interrupt"},
+                )
+            return existing, False
+        try:
+            return _open(
+                agent=agent,
+                thread_id=thread_id,
+                interrupt_id=interrupt_id,
+                value=value,
+                value_hash=value_hash,
+                response_schema=response_schema,
+                context=context or {},
+                callback_url=url,
+                run_input=run_input or {},
+                request=request,
+            ), True
+        except IntegrityError:
+            if attempt:  # a concurrent first request won twice: not a race any more
+                raise
+    raise AssertionError("unreachable")
+
+
+def _open(
+    *,
+    agent: ExternalAgent,
+    thread_id: str,
+    interrupt_id: str,
+    value: Any,
+    value_hash: str,
+    response_schema: Any,
+    context: dict[str, Any],
+    callback_url: str,
+    run_input: dict[str, Any],
+    request: Any,
+) -> RemoteRequest:
+    inner_id = approval_interrupt_id(interrupt_id)
+    with policy.policy_read_once():
+        items = remote_items(
+            agent=agent,
+            interrupt_id=inner_id,
+            value=value,
+            response_schema=response_schema,
+            context=context,
+        )
+    with datakey_scope(), transaction.atomic():
+        run = AgentRun.objects.filter(thread_id=run_thread_id(agent=agent, thread_id=thread_id))
+        run = run.first()
+        if run is None:
+            run = approval_services.run_create(
+                agent=agent.run_agent,
+                graph_version=GRAPH_VERSION,
+                input=run_input,
+                requested_by=agent.user,
+                request=request,
+                thread_id=run_thread_id(agent=agent, thread_id=thread_id),
+                owner_group=agent.owner_group,
+                enqueue=False,
+            )
+        elif run.agent != agent.run_agent or run.erased_at is not None or run.is_terminal:
+            raise RemoteRequestConflict(
+                f"The run of thread {thread_id!r} is {run.status}: it takes no new request.",
+                errors={"thread_id": f"its run is {run.status}"},
+            )
+        remote = RemoteRequest(
+            agent=agent,
+            run=run,
+            thread_id=thread_id,
+            interrupt_id=interrupt_id,
+            approval_interrupt_id=inner_id,
+            value=value,
+            value_hash=value_hash,
+            protocol=protocol_of(value),
+            callback_url=callback_url,
+        )
+        remote.save(force_insert=True)
+        try:
+            approvals = approval_services.approval_requests_sync(
+                run=run, requests=items, waiting=True
+            )
+        except approval_services.RunStopped as exc:
+            raise RemoteRequestConflict(
+                f"The run of thread {thread_id!r} was cancelled or finished.",
+                errors={"thread_id": "its run takes no new request"},
+            ) from exc
+        event_record(
+            action="remote.requested",
+            actor=agent.user,
+            run_id=run.id,
+            data={
+                "request_id": str(remote.id),
+                "thread_id": thread_id,
+                "interrupt_id": interrupt_id,
+                "protocol": remote.protocol,
+                "value_hash": value_hash,
+                "approvals": [a.id for a in approvals],
+                "callback_url": callback_url,
+            },
+            request=request,
+        )
+    return remote
+
+
+def remote_items(
+    *,
+    agent: ExternalAgent,
+    interrupt_id: str,
+    value: Any,
+    response_schema: Any,
+    context: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The approval items of an interrupt value, tier from the console's policy, context merged."""
+    if is_console_payload(value):
+        # The caller's tier, expiry and recheck are the console's to set, never the agent's.
+        value = {k: v for k, v in value.items() if k not in _CALLER_KEYS}
+    items = protocol.approval_items(
+        interrupt_id=interrupt_id, value=copy.deepcopy(value), response_schema=response_schema
+    )
+    if not items:
+        raise RemoteRequestInvalid(
+            "The value asks about no action.", errors={"value": "names no action to decide"}
+        )
+    extra = {key: context[key] for key in _CONTEXT_KEYS if context.get(key) not in (None, "")}
+    for item in items:
+        tool = item["tool"]
+        if tool != protocol.UNKNOWN_TOOL and not agent.tool_allowed(tool):
+            raise RemoteToolForbidden(
+                f"Agent {agent.name!r} may not ask about tool {tool!r}.",
+                errors={"value": f"tool {tool!r} is not one of the agent's tools"},
+            )
+        payload = dict(item["payload"]) if isinstance(item["payload"], dict) else {}
+        payload.update(extra)
+        item["payload"] = payload
+        _tier_from_policy(item)
+    return items
+
+
+def _tier_from_policy(item: dict[str, Any]) -> None:
+    """The item's tier as the console's policy has it for this tool and args (never the
+    caller's), with that tier's expiry and the decisions it allows."""
+    tool = item["tool"]
+    if tool == protocol.UNKNOWN_TOOL:
+        tier = protocol.HITL_DEFAULT_TIER
+    else:
+        spec = tool_find(tool)
+        default = spec.tier if spec else protocol.HITL_DEFAULT_TIER
+        tier = policy.tier_for_call(tool=tool, args=item["args"], default_tier=default)
+    payload = item["payload"]
+    if tier != item["tier"] or "expires_at" not in payload:
+        expires_at = timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
+        item["expires_at"] = expires_at
+        if payload.get("type") == "console.approval" or "expires_at" in payload:
+            payload["expires_at"] = expires_at.isoformat()
+    item["tier"] = tier
+    if "tier" in payload or is_console_payload(payload):
+        payload["tier"] = tier
+    by_tier = policy.tier_allowed_decisions(tier)
+    allowed = [d for d in item["allowed_decisions"] if d in by_tier] or list(
+        item["allowed_decisions"]
+    )
+    item["allowed_decisions"] = allowed
+    if is_console_payload(payload) or "allowed_decisions" in payload:
+        payload["allowed_decisions"] = allowed
+
+
+def remote_request_view(*, remote: RemoteRequest) -> dict[str, Any]:
+    """The request as the agent reads it (GET body; the callback adds its ``type``)."""
+    return remote_request_body(remote=remote)
+
+
+def remote_run_advance(*, run: AgentRun) -> str:
+    """Close each pending request of an external run whose approvals are all final (its
+    resume value, the audit, the signed callback); the run waits while any is pending, and
+    runs ("in its own service") once none is. Safe to repeat: a closed request is skipped."""
+    if run.cancel_requested or run.is_terminal:
+        closed = remote_requests_cancel(run=run)
+        return f"external: {closed} cancelled"
+    decided = 0
+    still_pending = 0
+    for remote in RemoteRequest.objects.filter(run=run, status=RemoteRequest.Status.PENDING):
+        approvals = list(
+            ApprovalRequest.objects.filter(
+                run=run, interrupt_id=remote.approval_interrupt_id
+            ).order_by("action_index")
+        )
+        if not approvals or any(a.is_pending for a in approvals):
+            still_pending += 1
+            continue
+        if _remote_decide(remote=remote, approvals=approvals):
+            decided += 1
+    # --- Hook (Part C): a connector agent (LangGraph Agent Server) resumes its thread here,
+    # from each request just decided (remote.resume), e.g. connector_resume(run=run).
+    fresh = AgentRun.objects.get(pk=run.pk)
+    if fresh.cancel_requested or fresh.is_terminal:
+        return f"external: {decided} decided, run {fresh.status}"
+    if still_pending:
+        approval_services.run_mark_waiting(run=fresh)
+        return f"external: {decided} decided, {still_pending} pending"
+    if fresh.status == AgentRun.Status.WAITING:
+        approval_services.run_mark_running(run=fresh, resumed=True)
+    return f"external: {decided} decided"
+
+
+def _remote_decide(*, remote: RemoteRequest, approvals: list[ApprovalRequest]) -> bool:
+    decisions = [a.decision for a in approvals]
+    resume = protocol.resume_value(value=remote.value, decisions=decisions)
+    now = timezone.now()
+    with transaction.atomic():
+        moved = RemoteRequest.objects.filter(
+            pk=remote.pk, status=RemoteRequest.Status.PENDING
+        ).update(
+            status=RemoteRequest.Status.DECIDED,
+            decided_at=now,
+            resume=field_seal(RemoteRequest, "resume", remote.run_id, resume),
+        )
+        if not moved:
+            return False  # another advance closed it
+        remote.status, remote.decided_at, remote.resume = RemoteRequest.Status.DECIDED, now, resume
+        event_record(
+            action="remote.decided",
+            actor=f"agent:{remote.run_id}",
+            run_id=remote.run_id,
+            data={
+                "request_id": str(remote.id),
+                "interrupt_id": remote.interrupt_id,
+                "approvals": {str(a.id): a.status for a in approvals},
+            },
+        )
+        callback_write(remote=remote)
+    return True
+
+
+def remote_requests_cancel(*, run: AgentRun) -> int:
+    """Close the pending requests of a cancelled run (status cancelled, with its callback)."""
+    closed = 0
+    for remote in RemoteRequest.objects.filter(run=run, status=RemoteRequest.Status.PENDING):
+        with transaction.atomic():
+            now = timezone.now()
+            moved = RemoteRequest.objects.filter(
+                pk=remote.pk, status=RemoteRequest.Status.PENDING
+            ).update(status=RemoteRequest.Status.CANCELLED, decided_at=now)
+            if not moved:
+                continue
+            remote.status, remote.decided_at = RemoteRequest.Status.CANCELLED, now
+            event_record(
+                action="remote.cancelled",
+                actor=f"agent:{run.pk}",
+                run_id=run.pk,
+                data={"request_id": str(remote.id), "interrupt_id": remote.interrupt_id},
+            )
+            callback_write(remote=remote)
+            closed += 1
+    return closed
