@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from agents.hitl import agent_inbox
-from agents.hitl.items import action_item, expires_for
+from agents.hitl.items import DEFAULT_TIER, action_item, expires_for
 from agents.hitl.on_deny import HITL_BATCH, HITL_GOES_ON
 from approvals import policy
 from approvals.contract import is_console_payload, schema_ref_resolve
@@ -33,6 +33,10 @@ UNKNOWN_TOOL = "(agent question)"
 HITL_PROTOCOL = "langchain.hitl"
 TOOL_APPROVAL = "tool_approval"
 CONSOLE_PROTOCOL = "console"
+# Tools the console does not know fall in this tier (a person must look at them).
+HITL_DEFAULT_TIER = DEFAULT_TIER
+# Agent Inbox's HumanInterrupt (alone or a list of one).
+is_human_interrupt = agent_inbox.is_human_interrupt
 OTHER_PROTOCOL = "other"
 
 
