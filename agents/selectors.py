@@ -9,6 +9,7 @@ from agents.models import Effect
 from agents.retention_models import PrunedRun
 from agents.runtime.checkpoint import jsonable, thread_config
 from agents.runtime.versions import graph_of_run
+from approvals.contract import is_external_agent
 from approvals.models import AgentRun
 
 
@@ -59,6 +60,8 @@ def run_history(*, run: AgentRun) -> list[dict[str, Any]]:
     the pauses answered before the kept step are gone)."""
     if run.erased_at is not None:
         return []  # its checkpoints are deleted (or about to be): nothing of them is shown
+    if is_external_agent(run.agent):
+        return []  # it runs in its own service: its checkpoints are not ours
     pruned = run_pruned(run=run) is not None
     graph = graph_of_run(run)
     snapshots = list(graph.get_state_history(thread_config(run)))

@@ -22,6 +22,7 @@ from agents.subjects import subject_digests_of, subjects_index, subjects_write
 from agents.tools import validation_errors
 from approvals import policy
 from approvals import services as approval_services
+from approvals.contract import is_external_agent
 from approvals.models import AgentRun
 from approvals.permissions import user_in_group, user_may_approve_tier
 from audit.canonical import json_has_nul, payload_hash
@@ -186,6 +187,12 @@ def run_fork(*, run: AgentRun, checkpoint_id: str, user: Any, request: Any = Non
         raise ForkRefused(
             "This run's personal data was erased: it cannot be forked.",
             errors={"checkpoint_id": "erased"},
+        )
+    if is_external_agent(run.agent):
+        raise ForkRefused(
+            "This run belongs to an external agent that runs in its own service: the console "
+            "holds none of its checkpoints, so it cannot be forked here.",
+            errors={"checkpoint_id": "external agent"},
         )
     pruned = run_pruned(run=run)
     if pruned is not None:

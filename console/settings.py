@@ -19,6 +19,7 @@ from console.env import (
     env_str,
     proxy_ssl_header,
 )
+from console.schema_enums import ENUM_NAME_OVERRIDES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CONSOLE_VAR_DIR", str(BASE_DIR / "var")))
@@ -284,11 +285,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "console.schema.api_errors_documented",
     ],
-    "ENUM_NAME_OVERRIDES": {
-        "RunStatusEnum": "approvals.models.AgentRun.Status",
-        "ApprovalStatusEnum": "approvals.models.ApprovalRequest.Status",
-        "EffectStatusEnum": "agents.models.Effect.Status",
-    },
+    "ENUM_NAME_OVERRIDES": ENUM_NAME_OVERRIDES,  # console/schema_enums.py
 }
 
 # --- Background work (django-q2) -------------------------------------------------------------

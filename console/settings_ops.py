@@ -124,3 +124,6 @@ WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 1
 # re-enqueues lapsed leases every minute) or a waiting run with no pending approval this long
 # is stuck: escalated once (approvals/services/stuck.py).
 STUCK_RUN_GRACE_SECONDS = env_int("STUCK_RUN_GRACE_SECONDS", 300, minimum=60)
+
+# The remote approval service: long poll, outcome deadline (console/settings_remote.py).
+from console.settings_remote import *  # noqa: E402, F403

@@ -21,5 +21,6 @@ urlpatterns = [
     path("api/", include("console.api_urls")),
     path("api/", include("approvals.api_urls")),
     path("api/", include("agents.api_urls")),
+    path("api/", include("agents.remote.api_urls")),
     path("api/", include("audit.api_urls")),
 ]

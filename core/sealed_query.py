@@ -62,13 +62,19 @@ def open_or_close(stored: Any, *, label: str, opener: Callable[..., Any]) -> Any
     return value
 
 
-def _open_instance(obj: models.Model) -> None:
+def _open_instance(obj: models.Model, seen: set[int] | None = None) -> None:
+    # A reverse one-to-one (select_related("outcome")) caches each side on the other: each
+    # instance is opened once.
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
     for name, value in list(vars(obj).items()):
         if isinstance(value, Closed):
             vars(obj)[name] = value.open()
     for related in obj._state.fields_cache.values():
         if isinstance(related, models.Model):
-            _open_instance(related)
+            _open_instance(related, seen)
 
 
 class KeysFirstIterable(ModelIterable):

@@ -16,6 +16,7 @@ import datetime as dt
 from django.conf import settings
 from django.utils import timezone
 
+from approvals.contract import EXTERNAL_AGENT_PREFIX
 from approvals.models import AgentRun
 from approvals.services.wake import runs_advance_enqueue_many
 
@@ -38,9 +39,14 @@ def runs_recover(*, limit: int | None = None) -> int:
     ).order_by("updated_at")
     # Queued with no task for a while, a worker that lost its lease through its own failure,
     # or one that died before the status moved on.
-    orphaned = AgentRun.objects.filter(
-        status__in=ACTIVE, flag="", lease_expires_at__isnull=True, updated_at__lt=stale
-    ).order_by("updated_at")
+    # An external agent's run "runs" in its own service with no lease: nothing to recover.
+    orphaned = (
+        AgentRun.objects.filter(
+            status__in=ACTIVE, flag="", lease_expires_at__isnull=True, updated_at__lt=stale
+        )
+        .exclude(agent__startswith=EXTERNAL_AGENT_PREFIX)
+        .order_by("updated_at")
+    )
     # Woken (a decision, an expiry, a cancel) but the task never ran: the process died
     # between the commit and the enqueue, or its task was dropped.
     unwoken = AgentRun.objects.filter(

@@ -11,6 +11,13 @@ Three kinds (``StuckItem.Kind``):
 - a queue too old: a tier whose oldest pending approval is older than the tier's
   ``stuck_after_seconds`` (one read of the partial index ``approval_pending_tier_age``).
 
+- an outcome not reported: an external agent's action approved (or edited) more than
+  ``REMOTE_OUTCOME_DEADLINE_SECONDS`` ago whose outcome never came (agents/remote/; key: the
+  approval's id); it clears when the outcome arrives.
+
+External agents' runs (``external:*``) run in their own services: never orphaned or past a
+lease deadline here.
+
 Each is raised once: one open StuckItem per (kind, key) (a partial unique constraint, so two
 sweeps at once raise it once), written with its audit event and its notifications (the outbox)
 in one transaction. An open item whose condition no longer holds is cleared (audited); if it
@@ -28,6 +35,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from approvals.contract import EXTERNAL_AGENT_PREFIX
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier, StuckItem
 from approvals.notifications import notifications_deliver_enqueue
 from audit.services import event_record
@@ -50,6 +58,7 @@ def stuck_orphaned_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
         )
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
         .exclude(Exists(pending))
+        .exclude(agent__startswith=EXTERNAL_AGENT_PREFIX)
         .order_by("updated_at")
     )
 
@@ -57,7 +66,25 @@ def stuck_orphaned_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
 def stuck_running_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
     """Running runs whose lease lapsed ``STUCK_RUN_GRACE_SECONDS`` ago (index run_status_lease)."""
     grace = now - dt.timedelta(seconds=settings.STUCK_RUN_GRACE_SECONDS)
-    return AgentRun.objects.filter(status=AgentRun.Status.RUNNING, lease_expires_at__lt=grace)
+    return AgentRun.objects.filter(
+        status=AgentRun.Status.RUNNING, lease_expires_at__lt=grace
+    ).exclude(agent__startswith=EXTERNAL_AGENT_PREFIX)
+
+
+def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
+    """External agents' approved (or edited) actions with no outcome reported in time."""
+    due = now - dt.timedelta(seconds=settings.REMOTE_OUTCOME_DEADLINE_SECONDS)
+    return (
+        ApprovalRequest.objects.filter(
+            status__in=(ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED),
+            decided_at__lt=due,
+            run__agent__startswith=EXTERNAL_AGENT_PREFIX,
+            outcome__isnull=True,
+        )
+        .select_related("run")
+        .only("id", "tool", "tier", "decided_at", "run__id", "run__agent")
+        .order_by("decided_at", "id")
+    )
 
 
 def stuck_queue_oldest(*, now: dt.datetime) -> dict[str, tuple[dt.datetime | None, int]]:
@@ -76,7 +103,13 @@ def stuck_queue_oldest(*, now: dt.datetime) -> dict[str, tuple[dt.datetime | Non
     return found
 
 
-def _found(*, now: dt.datetime, runs: list[Any] | None = None, queues: bool = True) -> Found:
+def _found(
+    *,
+    now: dt.datetime,
+    runs: list[Any] | None = None,
+    queues: bool = True,
+    outcomes: list[int] | None = None,
+) -> Found:
     """What is stuck now; with ``runs``, only those runs are looked at (any number), else at
     most ``SWEEP_BATCH`` of each run kind (the rest next pass)."""
     found: Found = {}
@@ -89,6 +122,20 @@ def _found(*, now: dt.datetime, runs: list[Any] | None = None, queues: bool = Tr
             since = run.lease_expires_at if kind == Kind.RUN_PAST_DEADLINE else run.updated_at
             detail = f"{run.agent} run {run.pk} {what} since {since:%Y-%m-%d %H:%M:%S} UTC."
             found[(kind, str(run.pk))] = {"run": run, "tier": None, "detail": detail}
+    unreported = stuck_outcomes_unreported(now=now)
+    if outcomes is not None:
+        unreported = unreported.filter(pk__in=outcomes)
+    for approval in unreported if outcomes is not None else unreported[: settings.SWEEP_BATCH]:
+        detail = (
+            f"{approval.run.agent} never reported the outcome of {approval.tool} "
+            f"(approval {approval.pk}, decided {approval.decided_at:%Y-%m-%d %H:%M:%S} UTC)."
+        )
+        found[(Kind.OUTCOME_NOT_REPORTED, str(approval.pk))] = {
+            "run": approval.run,
+            "tier": None,
+            "detail": detail,
+            "approval": approval.pk,
+        }
     for tier, (oldest, threshold) in (stuck_queue_oldest(now=now) if queues else {}).items():
         if oldest is not None and (now - oldest).total_seconds() > threshold:
             age = int((now - oldest).total_seconds())
@@ -111,10 +158,12 @@ def stuck_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         if (kind, key) not in open_items
     )
     # An open run item beyond this pass's bound is still stuck: look at those runs themselves.
-    open_runs = [key for (kind, key) in open_items if kind != Kind.QUEUE_TOO_OLD]
+    run_kinds = (Kind.ORPHANED_INTERRUPT, Kind.RUN_PAST_DEADLINE)
+    open_runs = [key for (kind, key) in open_items if kind in run_kinds]
+    open_outcomes = [int(key) for (kind, key) in open_items if kind == Kind.OUTCOME_NOT_REPORTED]
     still = set(found)
-    if open_runs:
-        still |= set(_found(now=now, runs=open_runs, queues=False))
+    if open_runs or open_outcomes:
+        still |= set(_found(now=now, runs=open_runs, queues=False, outcomes=open_outcomes or []))
     cleared = sum(_clear(item, now=now) for pair, item in open_items.items() if pair not in still)
     return {"stuck_raised": raised, "stuck_cleared": cleared}
 
@@ -165,7 +214,10 @@ def _notify(*, kind: str, key: str, info: dict[str, Any], now: dt.datetime) -> N
     """Outbox rows (email to the recipients, the tier's webhook), delivered on commit."""
     tier = RiskTier.objects.filter(name=info["tier"]).first() if info["tier"] else None
     base = settings.CONSOLE_BASE_URL.rstrip("/")
-    url = f"{base}/runs/{key}/" if info["run"] is not None else f"{base}/metrics/"
+    if info.get("approval") is not None:
+        url = f"{base}/approvals/{info['approval']}/"
+    else:
+        url = f"{base}/runs/{key}/" if info["run"] is not None else f"{base}/metrics/"
     subject = f"Stuck: {StuckItem.Kind(kind).label.lower()} ({key})"[:200]
     text = f"{subject}. {info['detail']}\n<{url}|Open>"
     payload = {"text": text, "event": "stuck", "kind": kind, "key": key, "url": url}

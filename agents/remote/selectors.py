@@ -1,0 +1,28 @@
+"""Reads of the remote approval service: an agent reads only its own requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from agents.remote.models import ExternalAgent, RemoteRequest
+
+
+def remote_request_list(
+    *, fetched_by: ExternalAgent, thread_id: str | None = None
+) -> QuerySet[RemoteRequest]:
+    requests = RemoteRequest.objects.filter(agent=fetched_by).select_related("run")
+    if thread_id:
+        requests = requests.filter(thread_id=thread_id)
+    return requests
+
+
+def remote_request_get(*, pk: Any, fetched_by: ExternalAgent) -> RemoteRequest:
+    """The agent's own request; DoesNotExist for another agent's (never told apart)."""
+    return RemoteRequest.objects.select_related("run", "agent").get(pk=pk, agent=fetched_by)
+
+
+def remote_requests_of_run(*, run_id: Any) -> QuerySet[RemoteRequest]:
+    """A run's requests (its pages show them: the run's visibility was checked by the caller)."""
+    return RemoteRequest.objects.filter(run_id=run_id).order_by("created_at", "id")

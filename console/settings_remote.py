@@ -1,0 +1,12 @@
+"""Settings of the remote approval service (agents/remote/): star-imported from
+console/settings_ops.py; each read from the environment with the strict helpers."""
+
+from __future__ import annotations
+
+from console.env import env_int
+
+# GET /api/approval-requests/{id}/?wait=N waits at most this long (N above it: 400).
+REMOTE_LONG_POLL_MAX_SECONDS = env_int("REMOTE_LONG_POLL_MAX_SECONDS", 30, minimum=0)
+# An external agent's approved (or edited) action with no outcome reported this long after the
+# decision is stuck ("outcome_not_reported": escalated once by the stuck sweep).
+REMOTE_OUTCOME_DEADLINE_SECONDS = env_int("REMOTE_OUTCOME_DEADLINE_SECONDS", 3600, minimum=60)
