@@ -3,6 +3,7 @@ retention policies."""
 
 from django.contrib import admin
 
+import agents.remote.connector_admin  # noqa: F401  (registers the Agent Server connector admin)
 from agents.forms import RetentionPolicyAdminForm
 from agents.models import (
     Effect,
