@@ -71,3 +71,7 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for obj in queryset:
             retention_policy_delete(policy=obj, actor=request.user, request=request)
+
+
+# External agents (agents/remote/) register their own admin.
+import agents.remote.admin  # noqa: E402, F401

@@ -22,9 +22,10 @@ from approvals import selectors, services
 from approvals.changes import approval_changes, changes_digest
 from approvals.claim_selectors import claims_attach
 from approvals.deadlines import approval_deadlines
-from approvals.models import ApprovalRequest
+from approvals.decision_context import approval_outcome
+from approvals.models import ApprovalOutcome, ApprovalRequest
 from approvals.permissions import user_may_decide
-from approvals.serializers import ApprovalSerializer
+from approvals.serializers import ApprovalSerializer, SealedJSONField
 from core.pagination import ApiCursorPagination
 from core.rest import BodyJSONField, ErrorSerializer, blank_or, page_parameters, paginated
 from core.throttles import AnonThrottle, DecideThrottle, UserThrottle
@@ -75,6 +76,20 @@ class DeadlinesSerializer(serializers.Serializer):
     escalate_at = serializers.DateTimeField(allow_null=True)
     escalated_at = serializers.DateTimeField(allow_null=True)
     escalation_group = serializers.CharField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="ApprovalOutcome")
+class OutcomeSerializer(serializers.Serializer):
+    """What an external agent reported executing; ``flags`` never hides a mismatch."""
+
+    status = serializers.ChoiceField(choices=ApprovalOutcome.Status.choices)
+    idempotency_key = serializers.CharField()
+    args_match = serializers.BooleanField()
+    flags = serializers.ListField(child=serializers.CharField())
+    executed_args = SealedJSONField()
+    result = SealedJSONField()
+    reported_by = serializers.CharField()
+    reported_at = serializers.DateTimeField()
 
 
 APPROVAL_ID = OpenApiParameter("approval_id", int, OpenApiParameter.PATH)
@@ -175,6 +190,14 @@ class ApprovalDetailApi(APIView):
             """Whether the requesting user may decide it now."""
             user = self.context["request"].user
             return approval.is_pending and user_may_decide(user=user, approval=approval)[0]
+
+        outcome = serializers.SerializerMethodField()
+
+        @extend_schema_field(OutcomeSerializer(allow_null=True))
+        def get_outcome(self, approval: ApprovalRequest) -> dict[str, Any] | None:
+            """An external agent's report of what it executed (null: none, or in-process)."""
+            outcome = approval_outcome(approval)
+            return OutcomeSerializer(outcome).data if outcome is not None else None
 
         if_nobody_decides = serializers.SerializerMethodField()
         changes = serializers.SerializerMethodField()

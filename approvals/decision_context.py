@@ -1,14 +1,14 @@
 """What the approval page and API show around a decision: what happens if it is denied, if
-nobody decides, and what changed while it waited."""
+nobody decides, what changed while it waited, and (external agents) what was executed."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from approvals.changes import approval_changes, changes_digest
-from approvals.contract import payload_on_deny
+from approvals.contract import is_external_agent, payload_on_deny
 from approvals.deadlines import approval_deadlines
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalOutcome, ApprovalRequest
 
 
 def decision_context(*, approval: ApprovalRequest) -> dict[str, Any]:
@@ -21,3 +21,22 @@ def decision_context(*, approval: ApprovalRequest) -> dict[str, Any]:
         "changes": changes,
         "changes_digest": changes_digest(changes) if changes else "",
     }
+
+
+def approval_outcome(approval: ApprovalRequest) -> ApprovalOutcome | None:
+    """What an external agent reported it executed for this approval (None: nothing yet, or
+    not an external agent's: in-process effects are the ledger's, shown on the run page)."""
+    if approval.is_pending or not is_external_agent(approval.run.agent):
+        return None
+    return ApprovalOutcome.objects.filter(approval=approval).first()
+
+
+def outcome_context(approval: ApprovalRequest) -> dict[str, Any]:
+    """The approval page's outcome card: the report, or that an approved action's is missing."""
+    outcome = approval_outcome(approval)
+    awaited = (
+        outcome is None
+        and approval.status in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED)
+        and is_external_agent(approval.run.agent)
+    )
+    return {"outcome": outcome, "outcome_awaited": awaited}

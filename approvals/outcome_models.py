@@ -20,8 +20,9 @@ class ApprovalOutcome(models.Model):
     FLAG_ARGS_DIFFER = "args_differ"
     FLAG_NOT_APPROVED = "not_approved"
 
+    # Not "outcome": the metrics annotate approvals with an "outcome" of their own.
     approval = models.OneToOneField(
-        "approvals.ApprovalRequest", on_delete=models.PROTECT, related_name="outcome"
+        "approvals.ApprovalRequest", on_delete=models.PROTECT, related_name="outcome_report"
     )
     idempotency_key = models.CharField(max_length=64)
     status = models.CharField(max_length=10, choices=Status.choices)

@@ -15,7 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 from approvals import policy, services
 from approvals.claim_selectors import claims_attach
 from approvals.contract import is_console_payload
-from approvals.decision_context import decision_context
+from approvals.decision_context import decision_context, outcome_context
 from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
@@ -142,6 +142,7 @@ def _detail_context(
         # if denied, if nobody decides, what changed while it waited (and a refusal for it)
         **decision_context(approval=approval),
         "changes_refused": changes_refused,
+        **outcome_context(approval),
     }
 
 

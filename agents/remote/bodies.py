@@ -18,7 +18,7 @@ def remote_approvals(remote: RemoteRequest) -> list[ApprovalRequest]:
         ApprovalRequest.objects.filter(
             run_id=remote.run_id, interrupt_id=remote.approval_interrupt_id
         )
-        .select_related("outcome", "run")
+        .select_related("outcome_report", "run")
         .order_by("action_index")
     )
 
@@ -34,7 +34,7 @@ def approval_wire_status(approval: ApprovalRequest) -> str:
 
 
 def outcome_body(approval: ApprovalRequest) -> dict[str, Any] | None:
-    outcome = getattr(approval, "outcome", None)
+    outcome = getattr(approval, "outcome_report", None)
     if outcome is None:
         return None
     return {

@@ -88,7 +88,7 @@ class Migration(migrations.Migration):
                     "approval",
                     models.OneToOneField(
                         on_delete=django.db.models.deletion.PROTECT,
-                        related_name="outcome",
+                        related_name="outcome_report",
                         to="approvals.approvalrequest",
                     ),
                 ),

@@ -79,7 +79,7 @@ def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
             status__in=(ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED),
             decided_at__lt=due,
             run__agent__startswith=EXTERNAL_AGENT_PREFIX,
-            outcome__isnull=True,
+            outcome_report__isnull=True,
         )
         .select_related("run")
         .only("id", "tool", "tier", "decided_at", "run__id", "run__agent")

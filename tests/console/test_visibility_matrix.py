@@ -121,6 +121,10 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals_api:decide": _by_role({405}, anonymous={401, 403}),
     "approvals_api:claim": _by_role({405}, anonymous={401, 403}),
     "approvals_api:assign": _by_role({405}, anonymous={401, 403}),
+    # External agents' API (agents/remote/): an agent key only; a person is refused (403).
+    "remote_api:requests": _by_role({403}, anonymous={401}),
+    "remote_api:request": _by_role({403}, anonymous={401}),
+    "remote_api:outcome": _by_role({403}, anonymous={401}),
     "audit_api:list": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     "audit_api:verify": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     "audit_api:export_csv": _for(COMPLIANCE, {200}, {403}, {401, 403}),

@@ -203,3 +203,23 @@ def test_a_rejected_or_in_process_decision_never_becomes_this_stuck_item(
     assert not StuckItem.objects.filter(kind=StuckItem.Kind.OUTCOME_NOT_REPORTED).exists()
     assert RemoteRequest.objects.count() == 1
     assert not Notification.objects.filter(event=Notification.Event.STUCK, text__contains="never")
+
+
+def test_the_approval_page_and_api_show_the_outcome_and_its_flag(demo_policy, agent_key, bob):
+    from tests.support.people import client_for, rest_client_for
+
+    client = client_of(agent_key)
+    body = opened_and_decided(client, bob)
+    approval_id = body["approvals"][0]["id"]
+    page = client_for(bob).get(f"/approvals/{approval_id}/").content.decode()
+    assert 'data-outcome="awaited"' in page
+
+    client.post(
+        f"{URL}{body['id']}/outcome/", report(body, executed_args=refund(2000)), format="json"
+    )
+    page = client_for(bob).get(f"/approvals/{approval_id}/").content.decode()
+    assert 'data-outcome="succeeded"' in page
+    assert "executed args differ from the approved ones" in page
+    api = rest_client_for(bob).get(f"/api/approvals/{approval_id}/").json()
+    assert api["outcome"]["flags"] == ["args_differ"]
+    assert api["outcome"]["executed_args"]["amount"] == 2000
