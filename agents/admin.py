@@ -3,7 +3,6 @@ retention policies."""
 
 from django.contrib import admin
 
-import agents.remote.connector_admin  # noqa: F401  (registers the Agent Server connector admin)
 from agents.forms import RetentionPolicyAdminForm
 from agents.models import (
     Effect,
@@ -75,3 +74,4 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
 
 # External agents (agents/remote/) register their own admin.
 import agents.remote.admin  # noqa: E402, F401
+import agents.remote.connector_admin  # noqa: E402, F401
