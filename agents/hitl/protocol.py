@@ -1,7 +1,7 @@
 """Translating between LangGraph interrupts and approval requests.
 
 The runner is the one seam (DESIGN.md): an interrupt's value becomes one approval request per
-action, and decided approvals become the interrupt's resume value. Three kinds of interrupt are
+action, and decided approvals become the interrupt's resume value. Four kinds of interrupt are
 understood:
 
 - the console's own gate (``agents.gate``, type ``console.approval``): one action, resumed with
