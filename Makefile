@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv deps chromium run test soak lint format bench
+.PHONY: help venv deps chromium agent-server run test soak lint format bench
 
 help:
 	@echo "make run    install, migrate, seed demo data, serve on http://127.0.0.1:$${PORT:-8000}/"
@@ -33,7 +33,17 @@ venv: $(INSTALLED)
 chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
-deps: venv chromium
+# The local LangGraph Agent Server the connector tests start (`langgraph dev`), in its own venv:
+# langgraph-api pins jsonschema-rs<0.45, schemathesis needs >=0.60 (tests/fixtures/agent_server/).
+AGENT_SERVER_VENV := .venv-agent-server
+$(AGENT_SERVER_VENV)/.installed: tests/fixtures/agent_server/requirements.txt
+	test -x $(AGENT_SERVER_VENV)/bin/python || $(PYTHON) -m venv $(AGENT_SERVER_VENV)
+	$(AGENT_SERVER_VENV)/bin/pip install --disable-pip-version-check -q -r $<
+	touch $@
+
+agent-server: $(AGENT_SERVER_VENV)/.installed
+
+deps: venv chromium agent-server
 
 # The container's commands (bin/console, the image's entry point), on the venv's Python.
 CONSOLE := CONSOLE_PYTHON=$(CURDIR)/$(PY) bin/console

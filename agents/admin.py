@@ -74,3 +74,4 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
 
 # External agents (agents/remote/) register their own admin.
 import agents.remote.admin  # noqa: E402, F401
+import agents.remote.connector_admin  # noqa: E402, F401

@@ -205,6 +205,7 @@ class SandboxNotification(SandboxRecord):
 
 # Checkpoint retention lives in its own module (for size); the app's models are imported here.
 from agents.erasure_models import Erasure, SubjectIndex  # noqa: E402, F401
+from agents.remote.connector_models import AgentServerConnector, ConnectorResume  # noqa: E402, F401
 from agents.remote.models import ExternalAgent, ExternalAgentKey, RemoteRequest  # noqa: E402, F401
 from agents.retention_models import (  # noqa: E402, F401
     PrunedRun,

@@ -9,6 +9,7 @@ from django.db import close_old_connections
 
 from agents import erasure
 from agents.effects import reconcile
+from agents.remote import connector
 from agents.runtime import advance, recovery, retention
 from core.sealing import scoped
 
@@ -44,4 +45,16 @@ def checkpoints_prune() -> dict[str, int]:
     summary = retention.checkpoints_prune_pass().summary()
     if summary["runs"] or summary["kept"]:
         log.info("checkpoints pruned: %s", summary)
+    return summary
+
+
+@scoped
+def connectors_poll() -> dict[str, dict[str, int]]:
+    """Every minute (Schedule): one bounded pass over each active Agent Server connector: open
+    requests for its interrupted threads, resume the decided ones. Never raises (errors are
+    kept on each connector)."""
+    close_old_connections()
+    summary = connector.connectors_poll()
+    if any(any(counts.values()) for counts in summary.values()):
+        log.info("agent server connectors: %s", summary)
     return summary

@@ -1,7 +1,7 @@
 """Translating between LangGraph interrupts and approval requests.
 
 The runner is the one seam (DESIGN.md): an interrupt's value becomes one approval request per
-action, and decided approvals become the interrupt's resume value. Three kinds of interrupt are
+action, and decided approvals become the interrupt's resume value. Four kinds of interrupt are
 understood:
 
 - the console's own gate (``agents.gate``, type ``console.approval``): one action, resumed with
@@ -10,7 +10,9 @@ understood:
   approval per action request, resumed once all are decided with ``{"decisions": [...]}`` in
   their order;
 - its ``per_call`` mode (a ``ToolApprovalRequest``, type ``tool_approval``): one approval per
-  interrupt, resumed with a single decision that honours the interrupt's ``response_schema``.
+  interrupt, resumed with a single decision that honours the interrupt's ``response_schema``;
+- Agent Inbox's ``HumanInterrupt`` (alone or a list of one): one approval, resumed with its
+  ``HumanResponse`` in the same shape (``agents.hitl.agent_inbox``).
 
 Payloads the console does not recognise are kept whole and answered with a respond box, never
 dropped.
@@ -18,33 +20,24 @@ dropped.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
-from django.utils import timezone
-
-from agents.hitl.on_deny import HITL_BATCH, HITL_GOES_ON, on_deny_line
-from agents.tools import tool_find
+from agents.hitl import agent_inbox
+from agents.hitl.items import DEFAULT_TIER, action_item, expires_for
+from agents.hitl.on_deny import HITL_BATCH, HITL_GOES_ON
 from approvals import policy
-from approvals.contract import PAYLOAD_TYPE, is_console_payload, schema_ref_resolve
+from approvals.contract import is_console_payload, schema_ref_resolve
 
 UNKNOWN_TOOL = "(agent question)"
 HITL_PROTOCOL = "langchain.hitl"
 TOOL_APPROVAL = "tool_approval"
+CONSOLE_PROTOCOL = "console"
 # Tools the console does not know fall in this tier (a person must look at them).
-HITL_DEFAULT_TIER = "write"
-
-
-def _expires(payload: dict[str, Any], tier: str) -> dt.datetime:
-    raw = payload.get("expires_at")
-    if isinstance(raw, str):
-        try:
-            value = dt.datetime.fromisoformat(raw)
-            return value if timezone.is_aware(value) else timezone.make_aware(value)
-        except ValueError:
-            pass
-    return timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
+HITL_DEFAULT_TIER = DEFAULT_TIER
+# Agent Inbox's HumanInterrupt (alone or a list of one).
+is_human_interrupt = agent_inbox.is_human_interrupt
+OTHER_PROTOCOL = "other"
 
 
 def is_hitl_request(value: Any) -> bool:
@@ -68,6 +61,20 @@ def is_tool_approval(value: Any) -> bool:
     )
 
 
+def protocol_name(value: Any) -> str:
+    """Which protocol an interrupt value speaks: console | langchain.hitl | tool_approval |
+    agent_inbox | other."""
+    if is_console_payload(value):
+        return CONSOLE_PROTOCOL
+    if is_hitl_request(value):
+        return HITL_PROTOCOL
+    if is_tool_approval(value):
+        return TOOL_APPROVAL
+    if agent_inbox.is_human_interrupt(value):
+        return agent_inbox.AGENT_INBOX
+    return OTHER_PROTOCOL
+
+
 def approval_items(
     *, interrupt_id: str, value: Any, response_schema: Any = None
 ) -> list[dict[str, Any]]:
@@ -83,7 +90,7 @@ def approval_items(
                 "payload": value,
                 "tier": tier,
                 "allowed_decisions": list(value.get("allowed_decisions") or policy.ALL_DECISIONS),
-                "expires_at": _expires(value, tier),
+                "expires_at": expires_for(value, tier),
             }
         ]
     if is_hitl_request(value):
@@ -115,6 +122,8 @@ def approval_items(
                 review=review,
             )
         ]
+    if agent_inbox.is_human_interrupt(value):
+        return agent_inbox.approval_items(interrupt_id=interrupt_id, value=value)
     # Unrecognised: shown raw, answerable with a response only.
     payload = value if isinstance(value, dict) else {"value": value}
     tier = "write"
@@ -129,7 +138,7 @@ def approval_items(
             "payload": payload,
             "tier": tier,
             "allowed_decisions": ["respond"],
-            "expires_at": _expires(payload, tier),
+            "expires_at": expires_for(payload, tier),
         }
     ]
 
@@ -148,6 +157,8 @@ def resume_value(*, value: Any, decisions: list[dict[str, Any]]) -> Any:
         }
     if is_tool_approval(value):
         return hitl_decision(decisions[0], tool=value["name"])
+    if agent_inbox.is_human_interrupt(value):
+        return agent_inbox.resume_value(value=value, decisions=decisions)
     # Unrecognised payloads get the reviewer's response text.
     first = decisions[0]
     return first.get("message", "") if first.get("decision") == "respond" else first
@@ -193,55 +204,20 @@ def _hitl_item(
     review: dict[str, Any],
 ) -> dict[str, Any]:
     name = str(action["name"])
-    args = action.get("args") if isinstance(action.get("args"), dict) else {}
-    spec = tool_find(name)
-    tier = policy.tier_for_call(
-        tool=name, args=args, default_tier=spec.tier if spec else HITL_DEFAULT_TIER
+    extra = {"tool_call_id": str(action["tool_call_id"])} if action.get("tool_call_id") else {}
+    return action_item(
+        interrupt_id=interrupt_id,
+        index=index,
+        count=count,
+        protocol=HITL_PROTOCOL,
+        mode=mode,
+        name=name,
+        args=action.get("args") if isinstance(action.get("args"), dict) else {},
+        description=str(action.get("description") or ""),
+        review=review,
+        then=HITL_GOES_ON + (HITL_BATCH if mode == "batched" and count > 1 else ""),
+        extra=extra,
     )
-    configured = [d for d in review.get("allowed_decisions") or [] if d in policy.ALL_DECISIONS]
-    configured = configured or list(policy.ALL_DECISIONS)
-    # The agent's review config says what it can take; the tier may narrow it further.
-    by_tier = policy.tier_allowed_decisions(tier)
-    allowed = [d for d in policy.ALL_DECISIONS if d in configured and d in by_tier] or [
-        d for d in policy.ALL_DECISIONS if d in configured
-    ]
-    args_schema = review.get("args_schema")
-    if not isinstance(args_schema, dict) and spec is not None:
-        args_schema = spec.args_schema()
-    description = str(action.get("description") or "")
-    payload: dict[str, Any] = {
-        "type": PAYLOAD_TYPE,
-        "protocol": HITL_PROTOCOL,
-        "mode": mode,
-        "tool": name,
-        "args": args,
-        "rationale": description,
-        "evidence": [],
-        "blast_radius": spec.describe_blast_radius(args) if spec else "",
-        "on_deny": on_deny_line(
-            spec, args, then=HITL_GOES_ON + (HITL_BATCH if mode == "batched" and count > 1 else "")
-        ),
-        "tier": tier,
-        "allowed_decisions": allowed,
-        "action_index": index,
-        "action_count": count,
-    }
-    if isinstance(args_schema, dict):
-        payload["args_schema"] = args_schema
-    if action.get("tool_call_id"):
-        payload["tool_call_id"] = str(action["tool_call_id"])
-    expires_at = _expires(payload, tier)
-    payload["expires_at"] = expires_at.isoformat()
-    return {
-        "interrupt_id": interrupt_id,
-        "action_index": index,
-        "tool": name,
-        "args": args,
-        "payload": payload,
-        "tier": tier,
-        "allowed_decisions": allowed,
-        "expires_at": expires_at,
-    }
 
 
 def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:

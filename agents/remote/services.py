@@ -19,6 +19,7 @@ from django.utils import timezone
 from agents.hitl import protocol
 from agents.remote.bodies import remote_request_body
 from agents.remote.callbacks import callback_url_check, callback_write
+from agents.remote.connector_resume import connector_resume_run
 from agents.remote.errors import RemoteRequestConflict, RemoteRequestInvalid, RemoteToolForbidden
 from agents.remote.models import ExternalAgent, RemoteRequest
 from agents.tools import tool_find
@@ -284,7 +285,9 @@ def remote_run_advance(*, run: AgentRun) -> str:
         if _remote_decide(remote=remote, approvals=approvals):
             decided += 1
     # --- Hook (Part C): a connector agent (LangGraph Agent Server) resumes its thread here,
-    # from each request just decided (remote.resume), e.g. connector_resume(run=run).
+    # from each request just decided (remote.resume); never raises (errors on the connector).
+    if decided:
+        connector_resume_run(run=run)
     fresh = AgentRun.objects.get(pk=run.pk)
     if fresh.cancel_requested or fresh.is_terminal:
         return f"external: {decided} decided, run {fresh.status}"

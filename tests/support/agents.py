@@ -1,9 +1,11 @@
 """Small test agents, importable by tests: a note agent with one gated tool (runner tests),
 plain LangChain ``HumanInTheLoopMiddleware`` agents, a graph with parallel ``Send`` branches and
-a graph asking a question the console does not recognise (HITL tests).
+a graph asking a question the console does not recognise, and a graph written for Agent Inbox
+(HITL tests).
 
 The fixtures that register them live in the conftest.py of the tests that use them; what the
-tools did is recorded in ``CALLS`` (note agent), ``SENT`` and ``DELETED`` (HITL agents).
+tools did is recorded in ``CALLS`` (note agent), ``SENT`` and ``DELETED`` (HITL agents),
+``INBOX_RESUMES`` and ``REFUNDS`` (Agent Inbox graph).
 """
 
 from __future__ import annotations
@@ -203,6 +205,60 @@ def build_question_graph(*, checkpointer: Any = None) -> Any:
     builder.add_edge(START, "ask")
     builder.add_edge("ask", END)
     return builder.compile(checkpointer=checkpointer)
+
+
+# --- a graph written for Agent Inbox: interrupt([HumanInterrupt])[0] -------------------------
+
+INBOX_RESUMES: list[Any] = []
+"""The raw resume value each Agent Inbox interrupt got back, in order."""
+REFUNDS: list[dict[str, Any]] = []
+"""The refunds the Agent Inbox graph really issued (accept: as asked; edit: as edited)."""
+
+INBOX_CONFIG = {
+    "allow_accept": True,
+    "allow_edit": True,
+    "allow_respond": True,
+    "allow_ignore": True,
+}
+
+
+class InboxState(TypedDict, total=False):
+    """State of the Agent Inbox graph."""
+
+    order_id: str
+    amount: int
+    response: dict
+    """The ``HumanResponse`` the graph acted on."""
+
+
+def inbox_factory(*, as_list: bool = True, config: dict[str, bool] | None = None) -> Any:
+    """A graph asking about ``issue_refund`` the way Agent Inbox graphs do (a list of one, or
+    ``as_list=False``: the request alone) and acting on the ``HumanResponse``."""
+
+    def review(state: InboxState) -> dict[str, Any]:
+        args = {"order_id": state["order_id"], "amount": state["amount"]}
+        request = {
+            "action_request": {"action": "issue_refund", "args": args},
+            "config": config or INBOX_CONFIG,
+            "description": f"**Refund** order {state['order_id']}: the parcel never arrived.",
+        }
+        raw = interrupt([request]) if as_list else interrupt(request)
+        INBOX_RESUMES.append(raw)
+        response = raw[0] if as_list else raw
+        if response["type"] == "accept":
+            REFUNDS.append(args)
+        elif response["type"] == "edit":
+            REFUNDS.append(response["args"]["args"])
+        return {"response": response}
+
+    def build(*, checkpointer: Any = None) -> Any:
+        builder = StateGraph(InboxState)
+        builder.add_node("review", review)
+        builder.add_edge(START, "review")
+        builder.add_edge("review", END)
+        return builder.compile(checkpointer=checkpointer)
+
+    return build
 
 
 # --- the example agent, registered through the CONSOLE_AGENTS setting ------------------------

@@ -85,9 +85,16 @@ class ManagedProcess:
     """One child process (and its process group) that can be started, killed and restarted."""
 
     def __init__(
-        self, *, name: str, command: list[str], env: dict[str, str], log_path: Path
+        self,
+        *,
+        name: str,
+        command: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
     ) -> None:
         self.name = name
+        self.cwd = cwd or settings.BASE_DIR
         self.command = command
         self.env = env
         self.log_path = log_path
@@ -107,7 +114,7 @@ class ManagedProcess:
             log.flush()
             self.popen = subprocess.Popen(
                 self.command,
-                cwd=settings.BASE_DIR,
+                cwd=self.cwd,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
