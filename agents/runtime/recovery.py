@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.contract import EXTERNAL_AGENT_PREFIX
@@ -52,12 +53,15 @@ def runs_recover(*, limit: int | None = None) -> int:
     unwoken = AgentRun.objects.filter(
         wake_requested=True, lease_expires_at__isnull=True, updated_at__lt=stale
     ).order_by("updated_at")
-    # Woken while a worker held it, and that worker died holding it (a waiting run, or a
-    # cancelled one to compensate: the lapsed query above takes only running and queued runs).
-    # The index run_status_lease (status, lease_expires_at) reads only these.
+    # A worker died holding a waiting run (the lapsed query above takes only running and
+    # queued runs): woken meanwhile, or woken before, its advance having taken the wake flag
+    # with the lease (an external agent's run stays waiting while its requests close). A
+    # release clears the lease, so a lapsed one on a waiting run is always a dead worker, and an
+    # advance of a paused run is safe to repeat (invariant 10). A cancelled one, to compensate,
+    # only when woken. The index run_status_lease (status, lease_expires_at) reads only these.
     unwoken_lapsed = AgentRun.objects.filter(
-        status__in=(AgentRun.Status.WAITING, AgentRun.Status.CANCELLED),
-        wake_requested=True,
+        Q(status=AgentRun.Status.WAITING)
+        | Q(status=AgentRun.Status.CANCELLED, wake_requested=True),
         lease_expires_at__lt=now,
     ).order_by("updated_at")
     ids: dict[str, None] = {}

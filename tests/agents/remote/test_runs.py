@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from agents.remote.bodies import remote_request_body
 from agents.remote.models import RemoteRequest
-from agents.runtime import advance, recovery
+from agents.runtime import advance, lease, recovery
 from approvals.models import AgentRun, ApprovalRequest, Notification, StuckItem
 from approvals.services.stuck import stuck_sweep
 from tests.agents.remote.conftest import make_agent
@@ -150,3 +150,22 @@ def test_the_approval_page_shows_the_agents_evidence_and_rationale(demo_policy, 
     page = client_for(bob).get(f"/approvals/{approval.pk}/").content.decode()
     for text in ("order o-1 arrived broken", "customer asked twice", "one refund of 20 USD"):
         assert text in page
+
+
+def test_a_worker_that_died_closing_a_decided_request_leaves_the_run_to_recovery(
+    demo_policy, owned, bob, settings
+):
+    remote, [approval] = owned
+    decide(approval, bob)
+    # The decision's advance took the lease (and with it the wake flag) on the waiting run, and
+    # its worker was killed before it closed the request or gave the lease back.
+    assert lease.lease_acquire(run_id=remote.run_id, owner="killed") is not None
+    long_ago = timezone.now() - dt.timedelta(seconds=settings.Q_RETRY + 5)
+    AgentRun.objects.filter(pk=remote.run_id).update(
+        lease_expires_at=long_ago, updated_at=long_ago, wake_requested=False
+    )
+    assert AgentRun.objects.get(pk=remote.run_id).status == AgentRun.Status.WAITING
+
+    assert recovery.runs_recover() == 1
+    advance.run_advance(run_id=remote.run_id)
+    assert RemoteRequest.objects.get(pk=remote.pk).status == RemoteRequest.Status.DECIDED
