@@ -69,7 +69,10 @@ class DeadlinesSerializer(serializers.Serializer):
     """What happens if nobody decides (null once decided)."""
 
     at = serializers.DateTimeField(help_text="When the tier's default decision applies.")
-    decision = serializers.ChoiceField(choices=["reject", "approve"])
+    decision = serializers.ChoiceField(
+        choices=["reject", "approve", "edit"],
+        help_text="edit: an approve of the round an edit vote opened (its args run).",
+    )
     by = serializers.CharField()
     remind_at = serializers.DateTimeField(allow_null=True)
     reminded_at = serializers.DateTimeField(allow_null=True)

@@ -11,6 +11,7 @@ from typing import Any
 from approvals import policy
 from approvals.contract import TIMEOUT_ACTOR
 from approvals.models import ApprovalRequest, RiskTier
+from audit.canonical import canonical_hash
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Deadlines:
 
     @property
     def approves(self) -> bool:
-        return self.decision == RiskTier.ExpiryDecision.APPROVE
+        return self.decision in (ApprovalRequest.Decision.APPROVE, ApprovalRequest.Decision.EDIT)
 
     def as_dict(self) -> dict[str, Any]:
         """For the API (its JSON renderer writes the times)."""
@@ -52,7 +53,8 @@ def approval_deadlines(*, approval: ApprovalRequest) -> Deadlines | None:
     if not approval.is_pending:
         return None
     tier = policy.tier_get(approval.tier)
-    decision = tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT
+    default = tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT
+    decision = expiry_decision_applied(approval=approval, default=str(default))
     group = tier.escalation_group.name if tier and tier.escalation_group_id else None
     return Deadlines(
         expires_at=approval.expires_at,
@@ -64,3 +66,20 @@ def approval_deadlines(*, approval: ApprovalRequest) -> Deadlines | None:
         escalated_at=approval.escalated_at,
         escalation_group=group,
     )
+
+
+def expiry_decision_applied(*, approval: ApprovalRequest, default: str) -> str:
+    """The decision the expiry applies to ``approval`` under its tier's ``default``.
+
+    An approve the request does not allow (the agent's own review config left it out: LangChain
+    would refuse it, an Agent Inbox graph would run it) is a reject. An approve of a round that
+    an edit vote opened runs that round's args, so it is an edit: what runs is what the console
+    records (as ``approval_finalise`` turns an approve of an edited proposal into an edit).
+    """
+    if default != ApprovalRequest.Decision.APPROVE:
+        return default
+    if ApprovalRequest.Decision.APPROVE not in (approval.allowed_decisions or []):
+        return ApprovalRequest.Decision.REJECT
+    if canonical_hash(approval.args) != canonical_hash(approval.proposed_args):
+        return ApprovalRequest.Decision.EDIT
+    return default

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from approvals import contract, notifications, policy
 from approvals.contract import TIMEOUT_ACTOR
+from approvals.deadlines import expiry_decision_applied
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
 from approvals.notifications_batch import Recipients, notifications_create_many
 from approvals.rollups import approvals_rollup_add
@@ -252,18 +253,20 @@ def _expire(
     notes: list[tuple[ApprovalRequest, str, RiskTier | None, str]] = []
     for locked in rows:
         tier = seen.tier(locked.tier)
-        default = tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT
-        # A default of approve must pass the ledger's check, so it is stored as approved.
+        default = str(tier.expiry_decision if tier else RiskTier.ExpiryDecision.REJECT)
+        applied = expiry_decision_applied(approval=locked, default=default)
+        # A default of approve must pass the ledger's check, so it is stored as approved (or
+        # edited, for a round an edit vote opened); a reject as expired.
         locked.status = (
-            ApprovalRequest.Status.APPROVED
-            if default == RiskTier.ExpiryDecision.APPROVE
-            else ApprovalRequest.Status.EXPIRED
+            ApprovalRequest.Status.EXPIRED
+            if applied == ApprovalRequest.Decision.REJECT
+            else ApprovalRequest.DECISION_STATUS[applied]
         )
         locked.decided_by = None
         locked.decided_by_label = TIMEOUT_ACTOR
         locked.decided_at = now
         locked.decision = contract.decision_value(
-            decision=default,
+            decision=applied,
             args=locked.args,
             message="expired",
             by=TIMEOUT_ACTOR,
@@ -281,12 +284,13 @@ def _expire(
                 actor=TIMEOUT_ACTOR,
                 data={
                     "default_decision": default,
+                    **({"applied": applied} if applied != default else {}),
                     "expires_at": locked.expires_at.isoformat(),
                     "policy_version": locked.policy_version,
                 },
             )
         )
-        detail = f"Nobody decided in time; {TIMEOUT_ACTOR} applied {default}."
+        detail = f"Nobody decided in time; {TIMEOUT_ACTOR} applied {applied}."
         notes.append((locked, Notification.Event.EXPIRY, tier, detail))
     _close_many(rows, now=now)
     approvals_wait_record(approvals=rows, role=TIMEOUT_ACTOR)

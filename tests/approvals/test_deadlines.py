@@ -71,6 +71,29 @@ def test_an_approve_tier_warns_that_the_action_runs_if_nobody_decides(
     assert "reminder" not in html and "escalates" not in html
 
 
+def test_an_approve_tier_says_reject_when_the_request_does_not_allow_approve(
+    demo_policy, run_of_alice, bob
+):
+    RiskTier.objects.filter(name="write").update(expiry_decision="approve")
+    approval = pending(
+        run_of_alice, remind_at=None, escalate_at=None, allowed_decisions=["reject", "respond"]
+    )
+    assert approval_deadlines(approval=approval).decision == "reject"
+    assert "08:05 UTC</time> this is rejected as system:timeout." in page_of(bob, approval)
+
+
+def test_an_approve_tier_says_the_edited_args_run_after_an_edit_vote(
+    demo_policy, run_of_alice, bob
+):
+    RiskTier.objects.filter(name="write").update(expiry_decision="approve")
+    approval = pending(run_of_alice, remind_at=None, escalate_at=None)
+    approval.original_args = approval.args
+    approval.args = {**approval.args, "edited": True}
+    approval.save(update_fields=["original_args", "args"])
+    assert approval_deadlines(approval=approval).decision == "edit"
+    assert "the action runs with the edited args of this round." in page_of(bob, approval)
+
+
 def test_without_a_tier_row_the_default_is_reject_and_nothing_else_is_due(run_of_alice, bob):
     approval = pending(run_of_alice, remind_at=None, escalate_at=None)
     deadlines = approval_deadlines(approval=approval)
