@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agents.remote import credentials
 from agents.remote.models import ExternalAgent, ExternalAgentKey
-from approvals.models import WebhookEndpoint
+from approvals.models import AgentRun, WebhookEndpoint
 from audit.services import event_record
 
 
@@ -30,6 +30,10 @@ def external_agent_save(
             agent.user.save(update_fields=["username"])
         agent.save()
         _endpoint_sync(agent)
+        # Its runs' watchers follow the agent's owner group (the runs made before too).
+        AgentRun.objects.filter(requested_by_id=agent.user_id).exclude(
+            owner_group_id=agent.owner_group_id
+        ).update(owner_group_id=agent.owner_group_id)
         _record(
             agent,
             change=change or ("created" if created else "changed"),

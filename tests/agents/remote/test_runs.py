@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agents.remote.bodies import remote_request_body
 from agents.remote.models import RemoteRequest
+from agents.remote.registry import external_agent_save
 from agents.runtime import advance, lease, recovery
 from approvals.models import AgentRun, ApprovalRequest, Notification, StuckItem
 from approvals.services.stuck import stuck_sweep
@@ -169,3 +170,15 @@ def test_a_worker_that_died_closing_a_decided_request_leaves_the_run_to_recovery
     assert recovery.runs_recover() == 1
     advance.run_advance(run_id=remote.run_id)
     assert RemoteRequest.objects.get(pk=remote.pk).status == RemoteRequest.Status.DECIDED
+
+
+def test_a_new_owner_group_sees_the_agents_runs_made_before(demo_policy, owned, owners, admin):
+    remote, _ = owned
+    newcomers = Group.objects.create(name="refunds-team")
+    member = person("nina")
+    member.groups.add(newcomers)
+    agent = remote.agent
+    agent.owner_group = newcomers
+    external_agent_save(agent=agent, actor=admin)
+    assert AgentRun.objects.get(pk=remote.run_id).owner_group == newcomers
+    assert rest_client_for(member).get(f"/api/runs/{remote.run_id}/").status_code == 200
