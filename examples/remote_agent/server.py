@@ -22,6 +22,7 @@ from typing import Any
 
 from approval_console_client import ConsoleClient, ConsoleError, WebhookVerificationError
 from approval_console_client.middleware import pending_request_ids
+from approval_console_client.webhooks import secret_key
 from langgraph.types import Command
 
 from .agent import agent_build
@@ -53,6 +54,10 @@ class Settings:
             port = int(env.get("PORT", "8700"))
         except ValueError:
             raise SystemExit("remote_agent: PORT must be an integer") from None
+        try:
+            secret_key(env["CONSOLE_CALLBACK_SECRET"])
+        except WebhookVerificationError as exc:
+            raise SystemExit(f"remote_agent: CONSOLE_CALLBACK_SECRET: {exc}") from None
         return cls(
             console_url=env["CONSOLE_URL"],
             agent_key=env["CONSOLE_AGENT_KEY"],

@@ -13,6 +13,7 @@ from approval_console_client.middleware import (
     resume_when_decided,
 )
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -243,3 +244,48 @@ def test_the_async_path_pauses_and_resumes_the_same_way(console, payments):
     (approval,) = console.only()["approvals"]
     assert [p["idempotency_key"] for p in payments.all()] == [approval["idempotency_key"]]
     assert console.outcomes[approval["id"]]["status"] == "succeeded"
+
+
+def test_a_resume_while_pending_pauses_again_and_the_consoles_decision_then_applies(
+    graph, console, payments
+):
+    """A stray resume value only wakes the thread: it pauses again on the same request, and
+    the console's own decision (an edit here) is what runs once it is made."""
+    graph.invoke(ASK, config())
+    request_id = console.only()["id"]
+    again = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config())
+    assert pending_request_ids(again) == [request_id]
+    assert payments.all() == []
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "refund_issue", "args": {"order_id": "A-1", "amount_cents": 5}},
+    }
+    decided = console.decide(request_id, [edit])
+    result = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config())
+    assert "__interrupt__" not in result
+    assert [p["amount_cents"] for p in payments.all()] == [5]
+    assert len(console.requests) == 1
+    assert decided["approvals"][0]["id"] in console.outcomes
+
+
+def test_a_governed_call_reaching_the_tools_without_an_approval_is_answered_not_run(console):
+    """Defence in depth: a call routed to the tools with no gate in the state (another
+    middleware jumping to the tools) never runs."""
+    client = ConsoleClient("https://console.test", KEY, transport=console.transport)
+    gate = RemoteGateMiddleware({"refund_issue": True}, client)
+    call = {"name": "refund_issue", "args": {"order_id": "A-1"}, "id": "c-1", "type": "tool_call"}
+    request = ToolCallRequest(tool_call=call, tool=None, state={"messages": []}, runtime=None)
+    ran = []
+    answer = gate.wrap_tool_call(
+        request, lambda r: ran.append(r) or ToolMessage("ok", tool_call_id="c-1")
+    )
+    assert ran == []
+    assert answer.status == "error"
+    assert "not executed" in answer.text
+    ungoverned = ToolCallRequest(
+        tool_call={**call, "name": "lookup"}, tool=None, state={"messages": []}, runtime=None
+    )
+    assert (
+        gate.wrap_tool_call(ungoverned, lambda r: ToolMessage("ok", tool_call_id="c-1")).text
+        == "ok"
+    )

@@ -120,3 +120,12 @@ def test_settings_name_what_is_missing():
                 "PORT": "x",
             }
         )
+
+
+@pytest.mark.parametrize("secret", ["whsec_", "whsec_   ", "not base64!"])
+def test_settings_refuse_a_callback_secret_with_no_key_in_it(secret):
+    """A bare ``whsec_`` (a template left as is) would verify callbacks signed with the empty
+    key, which anyone can compute: the service refuses to start."""
+    env = {"CONSOLE_URL": "c", "CONSOLE_AGENT_KEY": "k", "CONSOLE_CALLBACK_SECRET": secret}
+    with pytest.raises(SystemExit, match="CONSOLE_CALLBACK_SECRET"):
+        Settings.from_env(env)

@@ -5,7 +5,8 @@ mode): after the model proposes tool calls, the governed ones become one ``HITLR
 middleware registers it with the console (idempotent on thread + a deterministic interrupt
 id, so the node's re-run on resume finds the same request) and calls ``interrupt()``. The
 agent's own web handler resumes the thread with ``ConsoleClient.resume_value(callback)`` (or
-``resume_when_decided`` polls), and the decisions apply as LangChain's would: approve keeps
+``resume_when_decided`` polls); the re-run reads the request from the console and applies ITS
+``resume`` (still pending: it pauses again), as LangChain's would: approve keeps
 the call, edit replaces its args, reject and respond answer it with a ``ToolMessage``. The
 call that runs sees the console's idempotency key (``current_idempotency_key()``, or an
 ``idempotency_key`` argument the tool hides from the model with ``InjectedToolArg``), and its
@@ -30,6 +31,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessa
 from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 
+from ._gate_support import (
+    CANCELLED_MESSAGE,
+    IDEMPOTENCY_ARG,
+    NO_APPROVAL_MESSAGE,
+    jsonable,
+    takes_injected_key,
+)
 from .client import ConsoleClient
 from .context import idempotency_key_set
 from .errors import ConsoleError
@@ -38,13 +46,8 @@ from .models import CANCELLED, DECIDED, RemoteRequest
 log = logging.getLogger("approval_console_client")
 
 ALL_DECISIONS = ["approve", "edit", "reject", "respond"]
-IDEMPOTENCY_ARG = "idempotency_key"
 _GATED = "console_gated_calls"
 _EDITED = "console_edited_calls"
-CANCELLED_MESSAGE = (
-    "The approval request for `{name}` was cancelled in the approval console. The tool was "
-    "not executed. Do not retry this tool call unless the user explicitly requests it."
-)
 
 
 class RemoteGateState(AgentState[Any]):
@@ -54,13 +57,21 @@ class RemoteGateState(AgentState[Any]):
     console_edited_calls: NotRequired[Annotated[dict[str, dict[str, Any]], PrivateStateAttr]]
 
 
-def interrupt_id_for(tool_calls: list[ToolCall]) -> str:
-    """The interrupt id of one model turn's governed calls: the same on every re-run."""
+def interrupt_id_for(
+    tool_calls: list[ToolCall], *, message_id: str | None = None, position: int | None = None
+) -> str:
+    """The interrupt id of one model turn's governed calls: the same on every re-run.
+
+    The turn is named by the AI message's ``message_id`` and its ``position`` in the thread's
+    messages as well as by the calls: models that number tool calls per response (``call_0``)
+    repeat ids across turns, and a later turn must never find an earlier turn's decision.
+    """
     ids = [call.get("id") for call in tool_calls]
     if all(ids):
-        basis = "\n".join(str(i) for i in ids)
+        calls = "\n".join(str(i) for i in ids)
     else:  # a model without tool call ids: the calls themselves
-        basis = json.dumps([[c["name"], c["args"]] for c in tool_calls], sort_keys=True)
+        calls = json.dumps([[c["name"], c["args"]] for c in tool_calls], sort_keys=True)
+    basis = f"{position if position is not None else ''}\n{message_id or ''}\n{calls}"
     return "lc-" + hashlib.sha256(basis.encode()).hexdigest()[:40]
 
 
@@ -105,7 +116,10 @@ class RemoteGateMiddleware(AgentMiddleware):
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         messages = state["messages"]
-        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        position, last = next(
+            ((i, m) for i, m in reversed(list(enumerate(messages))) if isinstance(m, AIMessage)),
+            (None, None),
+        )
         if last is None or not last.tool_calls:
             return None
         governed = [(i, c) for i, c in enumerate(last.tool_calls) if c["name"] in self.interrupt_on]
@@ -122,18 +136,24 @@ class RemoteGateMiddleware(AgentMiddleware):
                 for c in calls
             ],
         }
-        request = self._register(calls, value, state)
-        if request.status == DECIDED:
-            response = request.resume  # decided before this (re-)run reached the pause
-        elif request.status == CANCELLED:
+        request = self._register(
+            calls, value, state, interrupt_id_for(calls, message_id=last.id, position=position)
+        )
+        while request.status not in (DECIDED, CANCELLED):
+            # Whatever the thread is resumed with only wakes it up: the decision is the one
+            # the console gives. Resumed while the console still says pending: pause again.
+            interrupt({**value, "console_request_id": request.id})
+            request = self.client.get(request.id)
+            if request.is_pending:
+                log.warning("resumed while request %s is pending: not acting on it", request.id)
+        if request.status == CANCELLED:
             return self._cancelled(last, calls)
-        else:
-            response = interrupt({**value, "console_request_id": request.id})
-        decisions = response["decisions"]
-        if len(decisions) != len(calls):
+        response = request.resume
+        decisions = response.get("decisions") if isinstance(response, dict) else None
+        if not isinstance(decisions, list) or len(decisions) != len(calls):
             raise ValueError(
-                f"Number of decisions ({len(decisions)}) does not match "
-                f"number of governed tool calls ({len(calls)})."
+                f"The console's decisions ({response!r}) do not match "
+                f"the {len(calls)} governed tool calls."
             )
         gated: dict[str, dict[str, Any]] = {}
         edited: dict[str, dict[str, Any]] = {}
@@ -150,13 +170,20 @@ class RemoteGateMiddleware(AgentMiddleware):
                 answers.append(_answer_message(call, decision))
                 continue
             approval = request.approval_for(index)
-            if approval is not None and call.get("id"):
-                gated[call["id"]] = {
-                    "request_id": request.id,
-                    "approval_id": approval.id,
-                    "idempotency_key": approval.idempotency_key,
-                }
-            if kind == "edit" and call.get("id"):
+            if (
+                approval is None
+                or not approval.idempotency_key
+                or not call.get("id")
+                or (approval.tool and approval.tool != call["name"])
+            ):  # no approval, no key: never run it (and never with the model's args)
+                answers.append(_not_gated_message(call))
+                continue
+            gated[call["id"]] = {
+                "request_id": request.id,
+                "approval_id": approval.id,
+                "idempotency_key": approval.idempotency_key,
+            }
+            if kind == "edit":
                 edited[call["id"]] = decision["edited_action"]
         return {"messages": [last, *answers], _GATED: gated, _EDITED: edited}
 
@@ -173,14 +200,16 @@ class RemoteGateMiddleware(AgentMiddleware):
             description = f"{self.description_prefix}\n\nTool: {call['name']}\nArgs: {call['args']}"
         return {"name": call["name"], "args": call["args"], "description": description}
 
-    def _register(self, calls: list[ToolCall], value: dict[str, Any], state: Any) -> RemoteRequest:
+    def _register(
+        self, calls: list[ToolCall], value: dict[str, Any], state: Any, interrupt_id: str
+    ) -> RemoteRequest:
         thread_id = (get_config().get("configurable") or {}).get("thread_id")
         if not thread_id:
             raise ValueError("RemoteGateMiddleware needs a checkpointer and a thread_id in config")
         extra = self.context(calls, state) if self.context else {}
         return self.client.create(
             str(thread_id),
-            interrupt_id_for(calls),
+            interrupt_id,
             value,
             evidence=extra.get("evidence"),
             rationale=extra.get("rationale", ""),
@@ -210,7 +239,8 @@ class RemoteGateMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command:
         gate, to_run, executed_args = self._prepare(request)
         if gate is None:
-            return handler(request)
+            refused = self._ungated(request)
+            return refused if refused is not None else handler(request)
         with idempotency_key_set(gate["idempotency_key"]):
             try:
                 result = handler(to_run)
@@ -226,7 +256,8 @@ class RemoteGateMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command:
         gate, to_run, executed_args = self._prepare(request)
         if gate is None:
-            return await handler(request)
+            refused = self._ungated(request)
+            return refused if refused is not None else await handler(request)
         with idempotency_key_set(gate["idempotency_key"]):
             try:
                 result = await handler(to_run)
@@ -234,6 +265,12 @@ class RemoteGateMiddleware(AgentMiddleware):
                 self._report(gate, executed_args, {"error": repr(exc)}, "failed")
                 raise
         return self._finish(request, gate, executed_args, result)
+
+    def _ungated(self, request: ToolCallRequest) -> ToolMessage | None:
+        """A governed call with no console approval in the state: answered, never run."""
+        if request.tool_call["name"] not in self.interrupt_on:
+            return None
+        return _not_gated_message(request.tool_call)
 
     def _prepare(
         self, request: ToolCallRequest
@@ -245,7 +282,7 @@ class RemoteGateMiddleware(AgentMiddleware):
         edit = (request.state.get(_EDITED) or {}).get(call_id)
         args = dict(edit["args"]) if edit else dict(request.tool_call["args"])
         sent = dict(args)
-        if _takes_injected_key(request.tool):
+        if takes_injected_key(request.tool):
             sent[IDEMPOTENCY_ARG] = gate["idempotency_key"]
         to_run = request.override(tool_call={**request.tool_call, "args": sent})
         return gate, to_run, args
@@ -276,7 +313,7 @@ class RemoteGateMiddleware(AgentMiddleware):
                 approval_id=gate["approval_id"],
                 idempotency_key=gate["idempotency_key"],
                 executed_args=args,
-                result=_jsonable(result),
+                result=jsonable(result),
                 status=status,
             )
         except ConsoleError:
@@ -302,18 +339,12 @@ def _answer_message(call: ToolCall, decision: dict[str, Any]) -> ToolMessage:
     )
 
 
-def _takes_injected_key(tool: Any) -> bool:
-    """Whether the tool has an ``idempotency_key`` argument hidden from the model."""
-    if tool is None:
-        return False
-    try:
-        full = tool.get_input_schema().model_fields
-        shown = tool.tool_call_schema
-    except Exception:  # noqa: BLE001 - a tool without Pydantic schemas takes no injected key
-        return False
-    shown_fields = getattr(shown, "model_fields", None)
-    return (
-        IDEMPOTENCY_ARG in full and shown_fields is not None and IDEMPOTENCY_ARG not in shown_fields
+def _not_gated_message(call: ToolCall) -> ToolMessage:
+    return ToolMessage(
+        content=NO_APPROVAL_MESSAGE.format(name=call["name"]),
+        name=call["name"],
+        tool_call_id=call.get("id") or "",
+        status="error",
     )
 
 
@@ -321,14 +352,6 @@ def _run_input(state: Any) -> dict[str, Any]:
     """The run's input shown in the console: the first human message's text."""
     first = next((m for m in state["messages"] if isinstance(m, HumanMessage)), None)
     return {"input": first.text if first is not None else ""}
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
 
 
 def pending_request_ids(result: Any) -> list[str]:

@@ -33,18 +33,32 @@ def _header(headers: Mapping[str, str] | Any, name: str) -> str:
     return str(value)
 
 
-def _key(secret: str) -> bytes:
+def secret_key(secret: str) -> bytes:
+    """The HMAC key of a ``whsec_<base64>`` secret; refuses a secret with no key in it.
+
+    An empty secret (or a bare ``whsec_``, e.g. an unset variable or a template) would make
+    the key the empty string, which anyone can sign with: it raises
+    ``WebhookVerificationError`` (a ``ValueError``) instead, as does a secret that is not
+    base64.
+    """
+    if not isinstance(secret, str):
+        raise WebhookVerificationError("the secret must be a string (whsec_...)")
     raw = secret[len(SECRET_PREFIX) :] if secret.startswith(SECRET_PREFIX) else secret
+    if not raw.strip():
+        raise WebhookVerificationError("the secret is empty (set the agent's whsec_... secret)")
     try:
-        return base64.b64decode(raw, validate=True)
+        key = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise WebhookVerificationError("the secret is not base64 (whsec_...)") from exc
+    if not key:
+        raise WebhookVerificationError("the secret is empty (set the agent's whsec_... secret)")
+    return key
 
 
 def sign(body: bytes, *, msg_id: str, timestamp: int, secret: str) -> str:
     """The ``v1,<base64>`` signature of ``body`` (what the console sends; handy in tests)."""
     signed = f"{msg_id}.{timestamp}.".encode() + body
-    digest = hmac.new(_key(secret), signed, hashlib.sha256).digest()
+    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode()
 
 
@@ -58,11 +72,12 @@ def verify_webhook(
 ) -> dict[str, Any]:
     """The callback's JSON body, once its signature and timestamp check out.
 
-    Raises ``WebhookVerificationError`` for a missing header, a timestamp more than
+    Raises ``WebhookVerificationError`` for an empty or malformed ``secret``, a missing header, a timestamp more than
     ``tolerance`` seconds away from ``now``, no matching ``v1`` signature, or a body that is
     not a JSON object.
     """
     raw = body.encode() if isinstance(body, str) else bytes(body)
+    secret_key(secret)  # an empty secret verifies nothing, whatever the headers say
     msg_id = _header(headers, "webhook-id")
     stamp = _header(headers, "webhook-timestamp")
     signatures = _header(headers, "webhook-signature")
