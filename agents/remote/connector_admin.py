@@ -1,9 +1,11 @@
 """Admin for Agent Server connectors: every save and delete goes through the audited services;
-the API key is write-only (never shown back); "Poll now" runs one pass at once."""
+the API key is write-only (never shown back) and never follows a changed URL; a URL with a
+user name or password is refused; "Poll now" runs one pass at once."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -11,6 +13,7 @@ from django.contrib import admin, messages
 from agents.remote.connector import connector_poll
 from agents.remote.connector_models import AgentServerConnector
 from agents.remote.connector_registry import connector_delete, connector_save
+from agents.remote.connector_resume import public_url
 
 
 class AgentServerConnectorForm(forms.ModelForm):
@@ -32,6 +35,28 @@ class AgentServerConnectorForm(forms.ModelForm):
         model = AgentServerConnector
         fields = ("name", "url", "graph_ids", "agent", "is_active", "max_threads")
 
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"]
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            raise forms.ValidationError(
+                "Put no user name or password in the URL (it is shown on every run of this "
+                "agent): give the deployment's key in the API key field."
+            )
+        return url
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        moved = self.instance.pk is not None and cleaned.get("url") not in (None, self._stored_url)
+        keep_key = self._stored_key and not cleaned.get("api_key")
+        if moved and keep_key and not cleaned.get("clear_api_key"):
+            # The stored key was given for the old URL: it must not follow to another host.
+            self.add_error(
+                "api_key",
+                'The URL changed: enter the API key for the new URL, or tick "Remove the API key".',
+            )
+        return cleaned
+
     def clean_graph_ids(self) -> list[str]:
         value = self.cleaned_data.get("graph_ids")
         if not isinstance(value, list) or not value:
@@ -45,6 +70,7 @@ class AgentServerConnectorForm(forms.ModelForm):
         # The admin builds the form with every field shown, so the empty key field would
         # overwrite the stored key: keep it unless a new one is typed or removal is asked.
         self._stored_key = self.instance.api_key
+        self._stored_url = self.instance.url
 
     def save(self, commit: bool = True) -> AgentServerConnector:
         connector = super().save(commit=False)
@@ -60,11 +86,15 @@ class AgentServerConnectorForm(forms.ModelForm):
 @admin.register(AgentServerConnector)
 class AgentServerConnectorAdmin(admin.ModelAdmin):
     form = AgentServerConnectorForm
-    list_display = ("name", "url", "agent", "is_active", "last_polled_at", "has_error")
+    list_display = ("name", "deployment", "agent", "is_active", "last_polled_at", "has_error")
     list_filter = ("is_active",)
     search_fields = ("name", "url", "agent__name")
     readonly_fields = ("last_polled_at", "last_error", "created_at")
     actions = ("poll_now",)
+
+    @admin.display(description="Deployment URL", ordering="url")
+    def deployment(self, obj: AgentServerConnector) -> str:
+        return public_url(obj.url)
 
     @admin.display(boolean=True, description="Error")
     def has_error(self, obj: AgentServerConnector) -> bool:

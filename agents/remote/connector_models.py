@@ -29,8 +29,11 @@ class AgentServerConnector(models.Model):
     )
     is_active = models.BooleanField(default=True)
     max_threads = models.PositiveIntegerField(
-        default=50, help_text="At most this many interrupted threads are read per poll."
+        default=50,
+        help_text="At most this many new interrupted threads are opened per graph and poll.",
     )
+    # Per graph id, where the next poll reads the interrupted threads from (0: the oldest).
+    poll_offsets = models.JSONField(default=dict, blank=True, editable=False)
     last_polled_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

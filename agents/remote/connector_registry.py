@@ -8,14 +8,16 @@ from typing import Any
 from django.db import transaction
 
 from agents.remote.connector_models import AgentServerConnector
+from agents.remote.connector_resume import public_url
 from audit.services import event_record
 
 
 def connector_state(connector: AgentServerConnector) -> dict[str, Any]:
-    """What the audit keeps of a connector: whether it has a key, never the key."""
+    """What the audit keeps of a connector: whether it has a key, never the key (nor a
+    password in its URL)."""
     return {
         "name": connector.name,
-        "url": connector.url,
+        "url": public_url(connector.url),
         "graph_ids": list(connector.graph_ids or []),
         "agent": connector.agent.name if connector.agent_id else None,
         "is_active": connector.is_active,

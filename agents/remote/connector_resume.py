@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -37,6 +38,23 @@ def connector_client(connector: AgentServerConnector) -> Any:
     return get_sync_client(
         url=connector.url, api_key=connector.api_key or None, timeout=CALL_TIMEOUT_SECONDS
     )
+
+
+def public_url(url: str) -> str:
+    """The URL without its user name and password (what runs, audit and pages may show)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+def redacted(connector: AgentServerConnector, text: str) -> str:
+    """An error text without the URL's password or the API key (an error may quote either)."""
+    secrets = [urlsplit(connector.url).password or "", connector.api_key or ""]
+    for secret in filter(None, secrets):
+        text = text.replace(secret, "***")
+    return text[:ERROR_CHARS]
 
 
 def thread_interrupts(thread: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,7 +90,7 @@ def connector_resume_run(*, run: Any) -> int:
         resumed, errors = 0, [f"{type(exc).__name__}: {exc}"]
     if errors:
         AgentServerConnector.objects.filter(pk=connector.pk).update(
-            last_error="\n".join(errors)[:ERROR_CHARS]
+            last_error=redacted(connector, "\n".join(errors))
         )
     return resumed
 
@@ -130,7 +148,7 @@ def _resume_thread(
         for _, claim in sending:
             ConnectorResume.objects.filter(
                 pk=claim.pk, status=ConnectorResume.Status.SENDING
-            ).update(status=ConnectorResume.Status.FAILED, last_error=f"{exc}"[:ERROR_CHARS])
+            ).update(status=ConnectorResume.Status.FAILED, last_error=redacted(connector, f"{exc}"))
         raise
     for remote, claim in sending:
         _delivered(connector, remote, claim, server_run_id=str(server_run.get("run_id", "")))

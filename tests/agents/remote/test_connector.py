@@ -151,3 +151,22 @@ def test_an_unreachable_deployment_is_recorded_on_the_connector_not_raised(db):
     connector.refresh_from_db()
     assert "ConnectError" in connector.last_error
     assert connector.last_polled_at is not None
+
+
+def test_every_interrupted_thread_is_opened_in_bounded_pages_from_the_stored_offset(
+    agent_server, demo_policy
+):
+    """max_threads=1: the server honours the offset over the oldest-first list, and threads
+    already waiting on people do not hold back the others."""
+    connector = connector_for(agent_server.url)
+    threads = [agent_server.start_thread(order_id=f"A-{n}", amount=10 + n) for n in range(3)]
+    AgentServerConnector.objects.filter(pk=connector.pk).update(
+        max_threads=1, poll_offsets={GRAPH_ID: 2}
+    )
+    assert poll()["opened"] == 1
+    assert set(RemoteRequest.objects.values_list("thread_id", flat=True)) == {threads[2]}
+    assert AgentServerConnector.objects.get().poll_offsets == {GRAPH_ID: 2}  # opened: stays
+    assert poll()["opened"] == 0  # a page of 2 from offset 2 holds 1: the end is seen
+    assert AgentServerConnector.objects.get().poll_offsets == {GRAPH_ID: 0}
+    assert [poll()["opened"] for _ in range(3)] == [1, 1, 0]
+    assert set(RemoteRequest.objects.values_list("thread_id", flat=True)) == set(threads)

@@ -99,3 +99,33 @@ def test_the_migration_schedules_a_poll_every_minute_on_a_task_that_exists():
     assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == ("I", 1, -1)
     assert schedule.func == "agents.tasks.connectors_poll"
     assert callable(import_string(schedule.func))
+
+
+def test_a_new_url_without_a_new_key_is_refused_naming_the_key_field(admin_client):
+    """The stored key was given for the old URL: it never follows the connector elsewhere."""
+    agent = make_agent("deployed", callback_url="")
+    admin_client.post(ADD, form(agent, api_key=KEY))
+    connector = AgentServerConnector.objects.get()
+    change = f"/admin/agents/agentserverconnector/{connector.pk}/change/"
+
+    response = admin_client.post(change, form(agent, url="https://elsewhere.example"))
+    assert response.status_code == 200
+    assert "api_key" in response.context["adminform"].form.errors
+    connector.refresh_from_db()
+    assert (connector.url, connector.api_key) == ("https://agents.example/deployment", KEY)
+
+    admin_client.post(change, form(agent, url="https://elsewhere.example", api_key="new-key"))
+    connector.refresh_from_db()
+    assert (connector.url, connector.api_key) == ("https://elsewhere.example", "new-key")
+    admin_client.post(change, form(agent, url="https://third.example", clear_api_key="on"))
+    connector.refresh_from_db()
+    assert (connector.url, connector.api_key) == ("https://third.example", "")
+
+
+def test_a_url_with_a_user_name_or_password_is_refused_and_never_audited(admin_client):
+    agent = make_agent("deployed", callback_url="")
+    response = admin_client.post(ADD, form(agent, url="https://svc:hunter2@agents.example"))
+    assert response.status_code == 200
+    assert "url" in response.context["adminform"].form.errors
+    assert not AgentServerConnector.objects.exists()
+    assert all("hunter2" not in json.dumps(e.data) for e in AuditEvent.objects.all())
