@@ -121,6 +121,7 @@ def test_bob_approves_a_remote_agents_refund_in_the_browser_and_it_is_paid_once(
     page.click(link)
     expect(page.locator("h1 code")).to_have_text("refund_issue")
     expect(page.locator("table.args")).to_contain_text("A-1001")
+    bob_browser.screenshot("remote-approval.png")
     page.click("#decide-approve button[type=submit]")
     page.wait_for_url(f"{web_url}/")
 
@@ -159,6 +160,10 @@ def test_bob_approves_a_remote_agents_refund_in_the_browser_and_it_is_paid_once(
     assert event.data["executed_args_hash"] == canonical_hash(ARGS)
     outcome = ConsoleClient(web_url, key).get(request_id).approvals[0].outcome
     assert outcome["status"] == "succeeded" and outcome["args_match"] is True
+    # The approval's page shows what the agent reports it executed.
+    page.goto(f"{web_url}/approvals/{approval.pk}/")
+    expect(page.locator('[data-outcome="succeeded"]')).to_contain_text("the approved args")
+    bob_browser.screenshot("remote-outcome.png")
 
 
 def test_an_agent_without_callbacks_long_polls_and_resumes_after_a_decision_over_the_api(
