@@ -23,3 +23,9 @@ class RemoteRequestConflict(RemoteError):
     """Same (thread, interrupt) with another value, or a run that can take no request (409)."""
 
     status_code = 409
+
+
+class RemoteThreadNotFound(RemoteError):
+    """No run of this thread for this agent (404)."""
+
+    status_code = 404

@@ -131,13 +131,24 @@ class AgentService:
                 return
             self.busy.add(thread_id)
             try:
-                self.graph.invoke(Command(resume=self.client.resume_value(event)), config)
+                result = self.graph.invoke(Command(resume=self.client.resume_value(event)), config)
                 self.failed.pop(thread_id, None)
             except Exception as exc:  # noqa: BLE001 - shown on GET /runs/<thread>
                 log.exception("resuming thread %s failed", thread_id)
                 self.failed[thread_id] = repr(exc)
+                return
             finally:
                 self.busy.discard(thread_id)
+            if not pending_request_ids(result):  # the thread is over: its run is, in the console
+                self.finish(thread_id, result)
+
+    def finish(self, thread_id: str, result: dict[str, Any]) -> None:
+        messages = result.get("messages") or []
+        answer = str(getattr(messages[-1], "content", "")) if messages else ""
+        try:
+            self.client.finish(thread_id, output={"answer": answer})
+        except ConsoleError:  # the console keeps showing it running; logged, never fatal
+            log.exception("telling the console that thread %s is over failed", thread_id)
 
     def run_status(self, thread_id: str) -> str:
         if thread_id in self.busy:

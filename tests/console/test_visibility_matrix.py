@@ -125,6 +125,7 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "remote_api:requests": _by_role({403}, anonymous={401}),
     "remote_api:request": _by_role({403}, anonymous={401}),
     "remote_api:outcome": _by_role({403}, anonymous={401}),
+    "remote_api:thread_finish": _by_role({403}, anonymous={401}),
     "audit_api:list": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     "audit_api:verify": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     "audit_api:export_csv": _for(COMPLIANCE, {200}, {403}, {401, 403}),

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from agents.remote.models import ExternalAgent, RemoteRequest
 from agents.remote.registry import external_agent_key_issue, external_agent_save
-from approvals.models import ApprovalRequest, Notification
+from approvals.models import AgentRun, ApprovalRequest, Notification
 from approvals.services import policy_seed_demo
 from audit.canonical import canonical_hash
 from audit.models import AuditEvent
@@ -160,6 +160,13 @@ def test_bob_approves_a_remote_agents_refund_in_the_browser_and_it_is_paid_once(
     assert event.data["executed_args_hash"] == canonical_hash(ARGS)
     outcome = ConsoleClient(web_url, key).get(request_id).approvals[0].outcome
     assert outcome["status"] == "succeeded" and outcome["args_match"] is True
+    # The agent told the console its thread is over: the run shows completed there.
+    poll_until(
+        lambda: AgentRun.objects.filter(pk=remote.run_id, status="completed").exists(),
+        timeout=30,
+        what="the console's run completed",
+        processes=everyone,
+    )
     # The approval's page shows what the agent reports it executed.
     page.goto(f"{web_url}/approvals/{approval.pk}/")
     expect(page.locator('[data-outcome="succeeded"]')).to_contain_text("the approved args")

@@ -181,6 +181,29 @@ class ConsoleClient:
         )
         return RemoteRequest.from_body(answer)
 
+    def finish(
+        self,
+        thread_id: str,
+        *,
+        status: str = "completed",
+        output: dict[str, Any] | None = None,
+        error: str = "",
+    ) -> dict[str, Any]:
+        """Tell the console the thread is over: its run shows completed (or failed) there.
+
+        Until then the run shows as running between requests. Safe to repeat; a request of
+        the thread still pending, or another end, raises ``Conflict``; after it the thread
+        takes no new request.
+        """
+        if status not in ("completed", "failed"):
+            raise ValueError("status must be 'completed' or 'failed'")
+        _, answer = self._call(
+            "POST",
+            "/api/approval-requests/threads/finish/",
+            json={"thread_id": thread_id, "status": status, "output": output or {}, "error": error},
+        )
+        return answer
+
     # -- helpers that need no network ----------------------------------------------------
 
     @staticmethod
