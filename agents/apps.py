@@ -37,5 +37,10 @@ class AgentsConfig(AppConfig):
         from approvals.changes import changes_provider_set
 
         changes_provider_set(registry_current)
+        # ... and which approvals' decisions never reached an external agent (no outcome due).
+        from agents.remote.selectors import remote_untold_expression
+        from approvals.services.outcomes import outcome_untold_provider_set
+
+        outcome_untold_provider_set(remote_untold_expression)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -9,6 +9,7 @@ from approvals.changes import approval_changes, changes_digest
 from approvals.contract import is_external_agent, payload_on_deny
 from approvals.deadlines import approval_deadlines
 from approvals.models import ApprovalOutcome, ApprovalRequest
+from approvals.services.outcomes import outcome_not_expected
 
 
 def decision_context(*, approval: ApprovalRequest) -> dict[str, Any]:
@@ -25,18 +26,22 @@ def decision_context(*, approval: ApprovalRequest) -> dict[str, Any]:
 
 def approval_outcome(approval: ApprovalRequest) -> ApprovalOutcome | None:
     """What an external agent reported it executed for this approval (None: nothing yet, or
-    not an external agent's: in-process effects are the ledger's, shown on the run page)."""
-    if approval.is_pending or not is_external_agent(approval.run.agent):
+    not an external agent's: in-process effects are the ledger's, shown on the run page).
+    Also while it is pending: an agent that ran it before any decision says so (flagged
+    ``not_approved``), and the reviewer about to decide must see that."""
+    if not is_external_agent(approval.run.agent):
         return None
     return ApprovalOutcome.objects.filter(approval=approval).first()
 
 
 def outcome_context(approval: ApprovalRequest) -> dict[str, Any]:
-    """The approval page's outcome card: the report, or that an approved action's is missing."""
+    """The approval page's outcome card: the report, or that an approved action's is missing
+    (``outcome_untold``: its run was cancelled before the agent was told, none is expected)."""
     outcome = approval_outcome(approval)
-    awaited = (
+    go = (
         outcome is None
         and approval.status in (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED)
         and is_external_agent(approval.run.agent)
     )
-    return {"outcome": outcome, "outcome_awaited": awaited}
+    untold = go and outcome_not_expected(approval)
+    return {"outcome": outcome, "outcome_awaited": go and not untold, "outcome_untold": untold}

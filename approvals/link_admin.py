@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from approvals.models import DecisionLink, SlackIdentity, WebhookEndpoint
+from approvals.notification_webhooks import webhook_url_validate
 from audit.services import event_record
 
 
@@ -17,7 +18,10 @@ class WebhookEndpointAdminForm(forms.ModelForm):
     """The kind, and Slack's signing secret typed once and never shown again."""
 
     url = forms.URLField(
-        max_length=500, assume_scheme="https", help_text="Receives a signed JSON POST per event."
+        max_length=500,
+        assume_scheme="https",
+        help_text="Receives a signed JSON POST per event.",
+        validators=[webhook_url_validate],
     )
     kind = forms.ChoiceField(
         choices=WebhookEndpoint.Kind.choices,

@@ -10,6 +10,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
@@ -39,8 +40,32 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 NO_REDIRECT_OPENER = _OPENER
 
 
+def webhook_url_problem(url: str) -> str:
+    """Why ``url`` may not be called ("" if it may): user info (``user:pass@``, which urllib
+    does not read as urlsplit does), a backslash (``evil\\@good``: one host for urlsplit,
+    another for urllib), whitespace or a control character. The host urlsplit reads must be
+    the one urllib connects to, or no origin check means anything."""
+    if "\\" in url:
+        return "contains a backslash"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return "contains whitespace or a control character"
+    if "@" in urlsplit(url).netloc:
+        return "has user info (user:password@): not allowed"
+    return ""
+
+
+def webhook_url_validate(url: str) -> None:
+    """A form validator: ``webhook_url_problem`` as a ValidationError."""
+    problem = webhook_url_problem(url or "")
+    if problem:
+        raise ValidationError(f"This URL {problem}.", code="unsafe_url")
+
+
 def same_origin(url: str, other: str) -> bool:
-    """Same scheme, host and port (the default port of the scheme when none is written)."""
+    """Same scheme, host and port (the default port of the scheme when none is written);
+    never for a URL with user info or a backslash (``webhook_url_problem``)."""
+    if webhook_url_problem(url) or webhook_url_problem(other):
+        return False
     a, b = urlsplit(url), urlsplit(other)
     try:
         ports = (a.port or _PORTS.get(a.scheme), b.port or _PORTS.get(b.scheme))
@@ -69,6 +94,8 @@ def webhook_post(row: Notification) -> None:
     # The endpoint's URL now, not the one the row was written for: the live secret signs it,
     # so a URL the admin moved away from must not receive freshly signed requests.
     url = row.endpoint.url
+    if webhook_url_problem(url):
+        raise WebhookEndpointUnavailable(f"the endpoint's URL {webhook_url_problem(url)}")
     if row.event == Notification.Event.CALLBACK:
         # An external agent's callback goes to its request's URL, on the origin registered now.
         if not same_origin(row.recipient, url):

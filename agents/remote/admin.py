@@ -16,6 +16,7 @@ from agents.remote.registry import (
     external_agent_save,
     external_agent_secret_rotate,
 )
+from approvals.notification_webhooks import webhook_url_validate
 
 
 class ExternalAgentForm(forms.ModelForm):
@@ -24,6 +25,7 @@ class ExternalAgentForm(forms.ModelForm):
         max_length=500,
         assume_scheme="https",
         help_text=ExternalAgent._meta.get_field("callback_url").help_text,
+        validators=[webhook_url_validate],
     )
 
     class Meta:

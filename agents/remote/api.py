@@ -6,6 +6,7 @@ Each view authenticates with the agent scheme (agents/remote/auth.py) and refuse
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -36,6 +37,22 @@ NOT_FOUND = "No approval request with this id."
 REQUEST_ID = OpenApiParameter("request_id", str, OpenApiParameter.PATH)
 # Long poll: how often the request is read again while it is pending.
 POLL_INTERVAL_SECONDS = 0.5
+# A long poll beyond this process's REMOTE_LONG_POLL_CONCURRENCY answers at once (the request
+# as it is) with this Retry-After: agents never hold every web thread, people come first.
+LONG_POLL_BUSY_RETRY_SECONDS = 2
+_slots_lock = threading.Lock()
+_slots: tuple[int, threading.BoundedSemaphore] | None = None
+
+
+def long_poll_slots() -> threading.BoundedSemaphore:
+    """This process's long poll slots (REMOTE_LONG_POLL_CONCURRENCY), made on first use (after
+    the web server's fork: one set per process)."""
+    global _slots
+    size = settings.REMOTE_LONG_POLL_CONCURRENCY
+    with _slots_lock:
+        if _slots is None or _slots[0] != size:
+            _slots = (size, threading.BoundedSemaphore(size))
+        return _slots[1]
 
 
 class _AgentApi(APIView):
@@ -136,7 +153,18 @@ class RemoteRequestDetailApi(_AgentApi):
                 "wait",
                 {"type": "integer", "minimum": 0, "maximum": 30},
                 description="Long poll: answer as soon as the request is no longer pending, "
-                "else after this many seconds (0 to REMOTE_LONG_POLL_MAX_SECONDS, default 0).",
+                "else after this many seconds (0 to REMOTE_LONG_POLL_MAX_SECONDS, default 0). "
+                "When this web process already holds REMOTE_LONG_POLL_CONCURRENCY long polls, "
+                "the answer comes at once with a Retry-After header: poll again after it.",
+            ),
+            OpenApiParameter(
+                "Retry-After",
+                int,
+                OpenApiParameter.HEADER,
+                response=[200],
+                description="Only on a long poll answered at once because the console's long "
+                "poll slots are taken (the request is still pending): seconds to wait before "
+                "polling again.",
             ),
         ],
         responses={200: RemoteRequestSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
@@ -145,7 +173,19 @@ class RemoteRequestDetailApi(_AgentApi):
         remote = _request_or_404(request_id, request=request)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        remote = remote_request_wait(remote=remote, seconds=filters.validated_data["wait"])
+        seconds = filters.validated_data["wait"]
+        if not seconds or remote.status != RemoteRequest.Status.PENDING:
+            return Response(services.remote_request_view(remote=remote))
+        slots = long_poll_slots()
+        if not slots.acquire(blocking=False):
+            # Every long poll slot of this process is taken: the request as it is, at once.
+            busy = Response(services.remote_request_view(remote=remote))
+            busy["Retry-After"] = str(LONG_POLL_BUSY_RETRY_SECONDS)
+            return busy
+        try:
+            remote = remote_request_wait(remote=remote, seconds=seconds)
+        finally:
+            slots.release()
         return Response(services.remote_request_view(remote=remote))
 
 

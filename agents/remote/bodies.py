@@ -23,9 +23,11 @@ def remote_approvals(remote: RemoteRequest) -> list[ApprovalRequest]:
     )
 
 
-def approval_wire_status(approval: ApprovalRequest) -> str:
-    """The approval's status as the agent reads it: a cancel's closing reads "cancelled"."""
-    if (
+def approval_wire_status(approval: ApprovalRequest, *, request_cancelled: bool = False) -> str:
+    """The approval's status as the agent reads it: a cancel's closing reads "cancelled", and
+    so does any approval of a request closed as cancelled (an approve or edit that came before
+    the cancel never reached the agent: it is not one to act on; ``decision`` keeps the record)."""
+    if request_cancelled or (
         approval.status == ApprovalRequest.Status.EXPIRED
         and approval.decided_by_label == CANCEL_ACTOR
     ):
@@ -45,7 +47,9 @@ def outcome_body(approval: ApprovalRequest) -> dict[str, Any] | None:
     }
 
 
-def approval_body(approval: ApprovalRequest, *, thread_id: str) -> dict[str, Any]:
+def approval_body(
+    approval: ApprovalRequest, *, thread_id: str, request_cancelled: bool = False
+) -> dict[str, Any]:
     decision = None
     if not approval.is_pending and isinstance(approval.decision, dict) and approval.decision:
         value = approval.decision
@@ -60,7 +64,7 @@ def approval_body(approval: ApprovalRequest, *, thread_id: str) -> dict[str, Any
         "action_index": approval.action_index,
         "tool": approval.tool,
         "tier": approval.tier,
-        "status": approval_wire_status(approval),
+        "status": approval_wire_status(approval, request_cancelled=request_cancelled),
         "payload_hash": approval.payload_hash,
         "idempotency_key": approval_idempotency_key(
             thread_id=thread_id,
@@ -80,6 +84,7 @@ def remote_request_body(
     """What the agent reads about its request (the callback adds ``"type"``)."""
     rows = remote_approvals(remote) if approvals is None else approvals
     thread = rows[0].run.thread_id if rows else remote.run.thread_id
+    cancelled = remote.status == RemoteRequest.Status.CANCELLED
     return {
         "id": str(remote.id),
         "thread_id": remote.thread_id,
@@ -87,7 +92,9 @@ def remote_request_body(
         "run_id": str(remote.run_id),
         "status": remote.status,
         "protocol": remote.protocol,
-        "approvals": [approval_body(a, thread_id=thread) for a in rows],
+        "approvals": [
+            approval_body(a, thread_id=thread, request_cancelled=cancelled) for a in rows
+        ],
         "resume": remote.resume if remote.status == RemoteRequest.Status.DECIDED else None,
         "created_at": remote.created_at.isoformat(),
         "decided_at": remote.decided_at.isoformat() if remote.decided_at else None,

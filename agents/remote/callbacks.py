@@ -6,7 +6,8 @@ secret the agent's ``callback_secret``): Standard Webhooks headers, as for any e
 
 SSRF: a request's own callback URL must have the scheme, host and port of the agent's
 registered one (checked when opened, and again at each delivery); with none registered, a
-request may name none.
+request may name none. No URL with user info or a backslash, here or registered
+(``webhook_url_problem``): urllib would call another host than the one checked.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from agents.remote.bodies import CALLBACK_TYPE, remote_request_body
 from agents.remote.errors import RemoteRequestInvalid
 from agents.remote.models import ExternalAgent, RemoteRequest
 from approvals.models import Notification
-from approvals.notification_webhooks import same_origin
+from approvals.notification_webhooks import same_origin, webhook_url_problem
 from approvals.notifications import notification_deliver_enqueue
 
 
@@ -36,6 +37,9 @@ def callback_url_check(*, agent: ExternalAgent, url: str) -> str:
         raise RemoteRequestInvalid(
             "callback_url is not an http(s) URL.", errors={"callback_url": "not an http(s) URL"}
         ) from None
+    problem = webhook_url_problem(url)
+    if problem:
+        raise RemoteRequestInvalid(f"callback_url {problem}.", errors={"callback_url": problem})
     if not agent.callback_url:
         raise RemoteRequestInvalid(
             "This agent has no registered callback URL: a request may not name one.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from agents.remote.models import ExternalAgent, RemoteRequest
 
@@ -26,3 +26,15 @@ def remote_request_get(*, pk: Any, fetched_by: ExternalAgent) -> RemoteRequest:
 def remote_requests_of_run(*, run_id: Any) -> QuerySet[RemoteRequest]:
     """A run's requests (its pages show them: the run's visibility was checked by the caller)."""
     return RemoteRequest.objects.filter(run_id=run_id).order_by("created_at", "id")
+
+
+def remote_untold_expression() -> Exists:
+    """True for an approval whose request was closed as cancelled: its agent was told
+    "cancelled", never the decision, so no outcome is expected (approvals' stuck sweep)."""
+    return Exists(
+        RemoteRequest.objects.filter(
+            run_id=OuterRef("run_id"),
+            approval_interrupt_id=OuterRef("interrupt_id"),
+            status=RemoteRequest.Status.CANCELLED,
+        )
+    )

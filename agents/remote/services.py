@@ -27,6 +27,7 @@ from approvals import policy
 from approvals import services as approval_services
 from approvals.contract import is_console_payload
 from approvals.models import AgentRun, ApprovalRequest
+from approvals.services.outcomes import outcome_stuck_clear
 from audit.canonical import canonical_hash
 from audit.services import event_record
 from core.sealed_fields import field_seal
@@ -347,5 +348,10 @@ def remote_requests_cancel(*, run: AgentRun) -> int:
                 data={"request_id": str(remote.id), "interrupt_id": remote.interrupt_id},
             )
             callback_write(remote=remote)
+            # Told "cancelled", not the decision: an approved action has nothing to report.
+            for approval in ApprovalRequest.objects.filter(
+                run=run, interrupt_id=remote.approval_interrupt_id
+            ).only("id", "run_id"):
+                outcome_stuck_clear(approval=approval)
             closed += 1
     return closed

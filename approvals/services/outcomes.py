@@ -4,9 +4,11 @@ with whether the executed args are the approved ones; a mismatch is flagged, nev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.contract import approval_idempotency_key
@@ -16,6 +18,31 @@ from audit.services import event_record
 from core.errors import ApplicationError
 
 FINAL_GO = (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED)
+
+
+# An expression over ApprovalRequest true for approvals whose decision never reached their
+# agent (agents.remote: the request was closed as cancelled), so no outcome is expected of it.
+# approvals/ never imports agents/: the agents app registers it at start-up.
+UntoldProvider = Callable[[], Any]
+_untold: UntoldProvider | None = None
+
+
+def outcome_untold_provider_set(provider: UntoldProvider | None) -> None:
+    """Register the expression factory (agents' AppConfig.ready)."""
+    global _untold
+    _untold = provider
+
+
+def outcome_untold_expression() -> Any:
+    """The registered expression, or one that is never true (nothing registered)."""
+    return _untold() if _untold is not None else Q(pk__in=[])
+
+
+def outcome_not_expected(approval: ApprovalRequest) -> bool:
+    """Whether the agent was never told this approval's decision (one indexed read)."""
+    if _untold is None:
+        return False
+    return ApprovalRequest.objects.filter(pk=approval.pk).filter(_untold()).exists()
 
 
 class OutcomeConflict(ApplicationError):
@@ -66,7 +93,10 @@ def approval_outcome_record(
     args_hash = canonical_hash(executed_args)
     go = approval.status in FINAL_GO
     args_match = go and args_hash == canonical_hash(approved_args(approval))
-    flags = [] if go else [ApprovalOutcome.FLAG_NOT_APPROVED]
+    # Not approved: pending (it ran before any decision), rejected, expired... or approved
+    # but never told so (its request was closed as cancelled).
+    told = go and not outcome_not_expected(approval)
+    flags = [] if told else [ApprovalOutcome.FLAG_NOT_APPROVED]
     if go and not args_match:
         flags.append(ApprovalOutcome.FLAG_ARGS_DIFFER)
     try:

@@ -13,7 +13,8 @@ Three kinds (``StuckItem.Kind``):
 
 - an outcome not reported: an external agent's action approved (or edited) more than
   ``REMOTE_OUTCOME_DEADLINE_SECONDS`` ago whose outcome never came (agents/remote/; key: the
-  approval's id); it clears when the outcome arrives.
+  approval's id); it clears when the outcome arrives, or when the agent is told "cancelled"
+  instead of the decision (its run cancelled before the advance: nothing to report).
 
 External agents' runs (``external:*``) run in their own services: never orphaned or past a
 lease deadline here.
@@ -38,6 +39,7 @@ from django.utils import timezone
 from approvals.contract import EXTERNAL_AGENT_PREFIX
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier, StuckItem
 from approvals.notifications import notifications_deliver_enqueue
+from approvals.services.outcomes import outcome_untold_expression
 from audit.services import event_record
 
 STUCK_ACTOR = "system:sweep"
@@ -72,7 +74,8 @@ def stuck_running_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
 
 
 def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
-    """External agents' approved (or edited) actions with no outcome reported in time."""
+    """External agents' approved (or edited) actions with no outcome reported in time; not
+    those whose decision never reached the agent (its request was closed as cancelled)."""
     due = now - dt.timedelta(seconds=settings.REMOTE_OUTCOME_DEADLINE_SECONDS)
     return (
         ApprovalRequest.objects.filter(
@@ -81,6 +84,7 @@ def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
             run__agent__startswith=EXTERNAL_AGENT_PREFIX,
             outcome_report__isnull=True,
         )
+        .exclude(outcome_untold_expression())
         .select_related("run")
         .only("id", "tool", "tier", "decided_at", "run__id", "run__agent")
         .order_by("decided_at", "id")

@@ -15,6 +15,8 @@ from .models import RemoteRequest, resume_value
 
 LONG_POLL_MAX_SECONDS = 30
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A long poll answered early while still pending (the console is busy): wait this long first.
+EARLY_ANSWER_PAUSE_SECONDS = 2.0
 
 
 class ConsoleClient:
@@ -146,9 +148,17 @@ class ConsoleClient:
                 if remaining <= 0:
                     return self.get(request_id)
                 step = max(1, min(step, math.ceil(remaining)))
+            started = time.monotonic()
             request = self.get(request_id, wait=step)
             if not request.is_pending:
                 return request
+            if time.monotonic() - started < step / 2:
+                # Answered early while still pending (the console's long polls are all taken:
+                # it said Retry-After): pause before the next poll, never a busy loop.
+                pause = EARLY_ANSWER_PAUSE_SECONDS
+                if deadline is not None:
+                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                self._sleep(pause)
 
     def report_outcome(
         self,
