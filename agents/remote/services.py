@@ -36,6 +36,8 @@ GRAPH_VERSION = "external"
 # What a console payload may not bring from outside: the console sets these itself.
 _CALLER_KEYS = ("tier", "expires_at", "recheck")
 _CONTEXT_KEYS = ("evidence", "rationale", "blast_radius")
+_TOOL_MAX_LENGTH = ApprovalRequest._meta.get_field("tool").max_length
+_ID_MAX_LENGTH = RemoteRequest._meta.get_field("thread_id").max_length
 
 
 def run_thread_id(*, agent: ExternalAgent, thread_id: str) -> str:
@@ -47,8 +49,9 @@ def run_thread_id(*, agent: ExternalAgent, thread_id: str) -> str:
 
 
 def approval_interrupt_id(interrupt_id: str) -> str:
-    """The ApprovalRequest's interrupt id (64 characters): a longer one is hashed."""
-    if len(interrupt_id) <= 64:
+    """The ApprovalRequest's interrupt id (64 characters): a longer one, or one starting with
+    ``#`` (the hashed forms' mark), is hashed, so no id is ever another one's hashed form."""
+    if len(interrupt_id) <= 64 and not interrupt_id.startswith("#"):
         return interrupt_id
     return "#" + hashlib.sha256(interrupt_id.encode()).hexdigest()[:63]
 
@@ -85,6 +88,12 @@ def remote_request_open(
     request; with another value, RemoteRequestConflict (409). The thread's run is made on its
     first request (agent ``external:<name>``, requested by the agent's service user) and moves
     back to waiting with each later one."""
+    for field, given in (("thread_id", thread_id), ("interrupt_id", interrupt_id)):
+        if not 0 < len(given) <= _ID_MAX_LENGTH:  # the API checks too; the connector does not
+            raise RemoteRequestInvalid(
+                f"{field} has 1 to {_ID_MAX_LENGTH} characters.",
+                errors={field: f"1 to {_ID_MAX_LENGTH} characters"},
+            )
     value_hash = canonical_hash(value)
     url = callback_url_check(agent=agent, url=callback_url or "")
     for attempt in range(2):
@@ -153,7 +162,13 @@ def _open(
                 owner_group=agent.owner_group,
                 enqueue=False,
             )
-        elif run.agent != agent.run_agent or run.erased_at is not None or run.is_terminal:
+        elif run.requested_by_id != agent.user_id or run.agent != agent.run_agent:
+            # A run of another agent (one that had this agent's name before a rename).
+            raise RemoteRequestConflict(
+                f"The thread {thread_id!r} belongs to a run of another agent.",
+                errors={"thread_id": "its run belongs to another agent"},
+            )
+        elif run.erased_at is not None or run.is_terminal:
             raise RemoteRequestConflict(
                 f"The run of thread {thread_id!r} is {run.status}: it takes no new request.",
                 errors={"thread_id": f"its run is {run.status}"},
@@ -179,6 +194,13 @@ def _open(
                 f"The run of thread {thread_id!r} was cancelled or finished.",
                 errors={"thread_id": "its run takes no new request"},
             ) from exc
+        if len(approvals) != len(items):
+            # Approvals of this interrupt id exist already: another request's, never shared
+            # (the sync reads them under the run's row lock; raising rolls this one back).
+            raise RemoteRequestConflict(
+                f"The interrupt {interrupt_id!r} names approvals of another request.",
+                errors={"interrupt_id": "its approvals belong to another request"},
+            )
         event_record(
             action="remote.requested",
             actor=agent.user,
@@ -207,8 +229,8 @@ def remote_items(
 ) -> list[dict[str, Any]]:
     """The approval items of an interrupt value, tier from the console's policy, context merged."""
     if is_console_payload(value):
-        # The caller's tier, expiry and recheck are the console's to set, never the agent's.
-        value = {k: v for k, v in value.items() if k not in _CALLER_KEYS}
+        value = _console_value(value)
+    question = protocol_of(value) == RemoteRequest.Protocol.OTHER
     items = protocol.approval_items(
         interrupt_id=interrupt_id, value=copy.deepcopy(value), response_schema=response_schema
     )
@@ -219,7 +241,14 @@ def remote_items(
     extra = {key: context[key] for key in _CONTEXT_KEYS if context.get(key) not in (None, "")}
     for item in items:
         tool = item["tool"]
-        if tool != protocol.UNKNOWN_TOOL and not agent.tool_allowed(tool):
+        if not 0 < len(tool) <= _TOOL_MAX_LENGTH:
+            raise RemoteRequestInvalid(
+                f"A tool name has 1 to {_TOOL_MAX_LENGTH} characters.",
+                errors={"value": f"a tool name longer than {_TOOL_MAX_LENGTH} characters"},
+            )
+        # Only an unrecognised payload is a question without a tool; any other naming the
+        # console's "(agent question)" still needs it in the agent's tools.
+        if not (question and tool == protocol.UNKNOWN_TOOL) and not agent.tool_allowed(tool):
             raise RemoteToolForbidden(
                 f"Agent {agent.name!r} may not ask about tool {tool!r}.",
                 errors={"value": f"tool {tool!r} is not one of the agent's tools"},
@@ -231,9 +260,31 @@ def remote_items(
     return items
 
 
+def _console_value(value: dict[str, Any]) -> dict[str, Any]:
+    """A console payload without what only the console sets (tier, expiry, recheck), its
+    ``allowed_decisions`` (optional) a non-empty list of known decisions, else 400."""
+    value = {k: v for k, v in value.items() if k not in _CALLER_KEYS}
+    claimed = value.get("allowed_decisions")
+    if claimed is None:
+        return value
+    if not (
+        isinstance(claimed, list)
+        and claimed
+        and all(isinstance(d, str) and d in policy.ALL_DECISIONS for d in claimed)
+    ):
+        known = ", ".join(policy.ALL_DECISIONS)
+        raise RemoteRequestInvalid(
+            f"allowed_decisions is a non-empty list of {known}.",
+            errors={"value": f"allowed_decisions must be a non-empty list of {known}"},
+        )
+    value["allowed_decisions"] = [d for d in policy.ALL_DECISIONS if d in claimed]
+    return value
+
+
 def _tier_from_policy(item: dict[str, Any]) -> None:
     """The item's tier as the console's policy has it for this tool and args (never the
-    caller's), with that tier's expiry and the decisions it allows."""
+    caller's), with that tier's expiry (never the payload's) and the decisions both the
+    caller and the tier allow (the tier's own when none is in both)."""
     tool = item["tool"]
     if tool == protocol.UNKNOWN_TOOL:
         tier = protocol.HITL_DEFAULT_TIER
@@ -242,18 +293,15 @@ def _tier_from_policy(item: dict[str, Any]) -> None:
         default = spec.tier if spec else protocol.HITL_DEFAULT_TIER
         tier = policy.tier_for_call(tool=tool, args=item["args"], default_tier=default)
     payload = item["payload"]
-    if tier != item["tier"] or "expires_at" not in payload:
-        expires_at = timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
-        item["expires_at"] = expires_at
-        if payload.get("type") == "console.approval" or "expires_at" in payload:
-            payload["expires_at"] = expires_at.isoformat()
+    expires_at = timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
+    item["expires_at"] = expires_at
+    if is_console_payload(payload) or "expires_at" in payload:
+        payload["expires_at"] = expires_at.isoformat()
     item["tier"] = tier
     if "tier" in payload or is_console_payload(payload):
         payload["tier"] = tier
     by_tier = policy.tier_allowed_decisions(tier)
-    allowed = [d for d in item["allowed_decisions"] if d in by_tier] or list(
-        item["allowed_decisions"]
-    )
+    allowed = [d for d in by_tier if d in item["allowed_decisions"]] or by_tier
     item["allowed_decisions"] = allowed
     if is_console_payload(payload) or "allowed_decisions" in payload:
         payload["allowed_decisions"] = allowed
