@@ -53,11 +53,11 @@ def action_item(
     )
     configured = [d for d in review.get("allowed_decisions") or [] if d in policy.ALL_DECISIONS]
     configured = configured or list(policy.ALL_DECISIONS)
-    # The agent's review config says what it can take; the tier may narrow it further.
+    # The agent's review config says what it can take; the tier narrows it further, and
+    # always wins: when it forbids all the config allows, the tier's own decisions (policy
+    # over the agent's wish; an agent that refuses such a decision fails closed).
     by_tier = policy.tier_allowed_decisions(tier)
-    allowed = [d for d in policy.ALL_DECISIONS if d in configured and d in by_tier] or [
-        d for d in policy.ALL_DECISIONS if d in configured
-    ]
+    allowed = [d for d in by_tier if d in configured] or by_tier
     args_schema = review.get("args_schema")
     if not isinstance(args_schema, dict) and spec is not None:
         args_schema = spec.args_schema()

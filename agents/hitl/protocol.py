@@ -89,7 +89,7 @@ def approval_items(
                 "args": value.get("args") if isinstance(value.get("args"), dict) else {},
                 "payload": value,
                 "tier": tier,
-                "allowed_decisions": list(value.get("allowed_decisions") or policy.ALL_DECISIONS),
+                "allowed_decisions": _known_decisions(value.get("allowed_decisions")),
                 "expires_at": expires_for(value, tier),
             }
         ]
@@ -141,6 +141,12 @@ def approval_items(
             "expires_at": expires_for(payload, tier),
         }
     ]
+
+
+def _known_decisions(claimed: Any) -> list[str]:
+    """The known decisions of a console payload's ``allowed_decisions`` (all without any)."""
+    known = [d for d in policy.ALL_DECISIONS if isinstance(claimed, list) and d in claimed]
+    return known or list(policy.ALL_DECISIONS)
 
 
 def resume_value(*, value: Any, decisions: list[dict[str, Any]]) -> Any:

@@ -71,6 +71,12 @@ class ExternalAgentAdmin(admin.ModelAdmin):
                 fields.append("callback_secret")
         return fields
 
+    def get_readonly_fields(self, request, obj=None):
+        # The name is fixed once made: its runs are runs of "external:<name>" and their
+        # thread ids carry it; a rename would hand them to the next agent of that name.
+        fixed = ("name",) if obj is not None else ()
+        return (*self.readonly_fields, *fixed)
+
     def save_model(self, request, obj, form, change):
         external_agent_save(
             agent=obj,

@@ -1,9 +1,8 @@
-"""Writes of the remote approval service: open a request, advance an external run.
+"""Writes of the remote approval service: open a request (and view it).
 
 ``remote_request_open`` turns an agent's interrupt value into approval requests of its run
-(``protocol.approval_items``), the tier always from the console's policy; ``remote_run_advance``
-(called by the runner for runs of agent ``external:*``) closes each request whose approvals are
-all final with its resume value (``protocol.resume_value``) and writes the signed callback.
+(``protocol.approval_items``), the tier always from the console's policy. Closing decided
+requests is ``agents/remote/closing.py``.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from django.utils import timezone
 
 from agents.hitl import protocol
 from agents.remote.bodies import remote_request_body
-from agents.remote.callbacks import callback_url_check, callback_write
-from agents.remote.connector_resume import connector_resume_run
+from agents.remote.callbacks import callback_url_check
 from agents.remote.errors import RemoteRequestConflict, RemoteRequestInvalid, RemoteToolForbidden
 from agents.remote.models import ExternalAgent, RemoteRequest
 from agents.tools import tool_find
@@ -27,16 +25,16 @@ from approvals import policy
 from approvals import services as approval_services
 from approvals.contract import is_console_payload
 from approvals.models import AgentRun, ApprovalRequest
-from approvals.services.outcomes import outcome_stuck_clear
 from audit.canonical import canonical_hash
 from audit.services import event_record
-from core.sealed_fields import field_seal
 from core.sealing import datakey_scope
 
 GRAPH_VERSION = "external"
 # What a console payload may not bring from outside: the console sets these itself.
 _CALLER_KEYS = ("tier", "expires_at", "recheck")
 _CONTEXT_KEYS = ("evidence", "rationale", "blast_radius")
+_TOOL_MAX_LENGTH = ApprovalRequest._meta.get_field("tool").max_length
+_ID_MAX_LENGTH = RemoteRequest._meta.get_field("thread_id").max_length
 
 
 def run_thread_id(*, agent: ExternalAgent, thread_id: str) -> str:
@@ -48,8 +46,9 @@ def run_thread_id(*, agent: ExternalAgent, thread_id: str) -> str:
 
 
 def approval_interrupt_id(interrupt_id: str) -> str:
-    """The ApprovalRequest's interrupt id (64 characters): a longer one is hashed."""
-    if len(interrupt_id) <= 64:
+    """The ApprovalRequest's interrupt id (64 characters): a longer one, or one starting with
+    ``#`` (the hashed forms' mark), is hashed, so no id is ever another one's hashed form."""
+    if len(interrupt_id) <= 64 and not interrupt_id.startswith("#"):
         return interrupt_id
     return "#" + hashlib.sha256(interrupt_id.encode()).hexdigest()[:63]
 
@@ -86,6 +85,12 @@ def remote_request_open(
     request; with another value, RemoteRequestConflict (409). The thread's run is made on its
     first request (agent ``external:<name>``, requested by the agent's service user) and moves
     back to waiting with each later one."""
+    for field, given in (("thread_id", thread_id), ("interrupt_id", interrupt_id)):
+        if not 0 < len(given) <= _ID_MAX_LENGTH:  # the API checks too; the connector does not
+            raise RemoteRequestInvalid(
+                f"{field} has 1 to {_ID_MAX_LENGTH} characters.",
+                errors={field: f"1 to {_ID_MAX_LENGTH} characters"},
+            )
     value_hash = canonical_hash(value)
     url = callback_url_check(agent=agent, url=callback_url or "")
     for attempt in range(2):
@@ -154,7 +159,13 @@ def _open(
                 owner_group=agent.owner_group,
                 enqueue=False,
             )
-        elif run.agent != agent.run_agent or run.erased_at is not None or run.is_terminal:
+        elif run.requested_by_id != agent.user_id or run.agent != agent.run_agent:
+            # A run of another agent (one that had this agent's name before a rename).
+            raise RemoteRequestConflict(
+                f"The thread {thread_id!r} belongs to a run of another agent.",
+                errors={"thread_id": "its run belongs to another agent"},
+            )
+        elif run.erased_at is not None or run.is_terminal:
             raise RemoteRequestConflict(
                 f"The run of thread {thread_id!r} is {run.status}: it takes no new request.",
                 errors={"thread_id": f"its run is {run.status}"},
@@ -180,6 +191,13 @@ def _open(
                 f"The run of thread {thread_id!r} was cancelled or finished.",
                 errors={"thread_id": "its run takes no new request"},
             ) from exc
+        if len(approvals) != len(items):
+            # Approvals of this interrupt id exist already: another request's, never shared
+            # (the sync reads them under the run's row lock; raising rolls this one back).
+            raise RemoteRequestConflict(
+                f"The interrupt {interrupt_id!r} names approvals of another request.",
+                errors={"interrupt_id": "its approvals belong to another request"},
+            )
         event_record(
             action="remote.requested",
             actor=agent.user,
@@ -208,8 +226,8 @@ def remote_items(
 ) -> list[dict[str, Any]]:
     """The approval items of an interrupt value, tier from the console's policy, context merged."""
     if is_console_payload(value):
-        # The caller's tier, expiry and recheck are the console's to set, never the agent's.
-        value = {k: v for k, v in value.items() if k not in _CALLER_KEYS}
+        value = _console_value(value)
+    question = protocol_of(value) == RemoteRequest.Protocol.OTHER
     items = protocol.approval_items(
         interrupt_id=interrupt_id, value=copy.deepcopy(value), response_schema=response_schema
     )
@@ -220,7 +238,14 @@ def remote_items(
     extra = {key: context[key] for key in _CONTEXT_KEYS if context.get(key) not in (None, "")}
     for item in items:
         tool = item["tool"]
-        if tool != protocol.UNKNOWN_TOOL and not agent.tool_allowed(tool):
+        if not 0 < len(tool) <= _TOOL_MAX_LENGTH:
+            raise RemoteRequestInvalid(
+                f"A tool name has 1 to {_TOOL_MAX_LENGTH} characters.",
+                errors={"value": f"a tool name longer than {_TOOL_MAX_LENGTH} characters"},
+            )
+        # Only an unrecognised payload is a question without a tool; any other naming the
+        # console's "(agent question)" still needs it in the agent's tools.
+        if not (question and tool == protocol.UNKNOWN_TOOL) and not agent.tool_allowed(tool):
             raise RemoteToolForbidden(
                 f"Agent {agent.name!r} may not ask about tool {tool!r}.",
                 errors={"value": f"tool {tool!r} is not one of the agent's tools"},
@@ -232,9 +257,31 @@ def remote_items(
     return items
 
 
+def _console_value(value: dict[str, Any]) -> dict[str, Any]:
+    """A console payload without what only the console sets (tier, expiry, recheck), its
+    ``allowed_decisions`` (optional) a non-empty list of known decisions, else 400."""
+    value = {k: v for k, v in value.items() if k not in _CALLER_KEYS}
+    claimed = value.get("allowed_decisions")
+    if claimed is None:
+        return value
+    if not (
+        isinstance(claimed, list)
+        and claimed
+        and all(isinstance(d, str) and d in policy.ALL_DECISIONS for d in claimed)
+    ):
+        known = ", ".join(policy.ALL_DECISIONS)
+        raise RemoteRequestInvalid(
+            f"allowed_decisions is a non-empty list of {known}.",
+            errors={"value": f"allowed_decisions must be a non-empty list of {known}"},
+        )
+    value["allowed_decisions"] = [d for d in policy.ALL_DECISIONS if d in claimed]
+    return value
+
+
 def _tier_from_policy(item: dict[str, Any]) -> None:
     """The item's tier as the console's policy has it for this tool and args (never the
-    caller's), with that tier's expiry and the decisions it allows."""
+    caller's), with that tier's expiry (never the payload's) and the decisions both the
+    caller and the tier allow (the tier's own when none is in both)."""
     tool = item["tool"]
     if tool == protocol.UNKNOWN_TOOL:
         tier = protocol.HITL_DEFAULT_TIER
@@ -243,18 +290,15 @@ def _tier_from_policy(item: dict[str, Any]) -> None:
         default = spec.tier if spec else protocol.HITL_DEFAULT_TIER
         tier = policy.tier_for_call(tool=tool, args=item["args"], default_tier=default)
     payload = item["payload"]
-    if tier != item["tier"] or "expires_at" not in payload:
-        expires_at = timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
-        item["expires_at"] = expires_at
-        if payload.get("type") == "console.approval" or "expires_at" in payload:
-            payload["expires_at"] = expires_at.isoformat()
+    expires_at = timezone.now() + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
+    item["expires_at"] = expires_at
+    if is_console_payload(payload) or "expires_at" in payload:
+        payload["expires_at"] = expires_at.isoformat()
     item["tier"] = tier
     if "tier" in payload or is_console_payload(payload):
         payload["tier"] = tier
     by_tier = policy.tier_allowed_decisions(tier)
-    allowed = [d for d in item["allowed_decisions"] if d in by_tier] or list(
-        item["allowed_decisions"]
-    )
+    allowed = [d for d in by_tier if d in item["allowed_decisions"]] or by_tier
     item["allowed_decisions"] = allowed
     if is_console_payload(payload) or "allowed_decisions" in payload:
         payload["allowed_decisions"] = allowed
@@ -263,95 +307,3 @@ def _tier_from_policy(item: dict[str, Any]) -> None:
 def remote_request_view(*, remote: RemoteRequest) -> dict[str, Any]:
     """The request as the agent reads it (GET body; the callback adds its ``type``)."""
     return remote_request_body(remote=remote)
-
-
-def remote_run_advance(*, run: AgentRun) -> str:
-    """Close each pending request of an external run whose approvals are all final (its
-    resume value, the audit, the signed callback); the run waits while any is pending, and
-    runs ("in its own service") once none is. Safe to repeat: a closed request is skipped."""
-    if run.cancel_requested or run.is_terminal:
-        closed = remote_requests_cancel(run=run)
-        return f"external: {closed} cancelled"
-    decided = 0
-    still_pending = 0
-    for remote in RemoteRequest.objects.filter(run=run, status=RemoteRequest.Status.PENDING):
-        approvals = list(
-            ApprovalRequest.objects.filter(
-                run=run, interrupt_id=remote.approval_interrupt_id
-            ).order_by("action_index")
-        )
-        if not approvals or any(a.is_pending for a in approvals):
-            still_pending += 1
-            continue
-        if _remote_decide(remote=remote, approvals=approvals):
-            decided += 1
-    # --- Hook (Part C): a connector agent (LangGraph Agent Server) resumes its thread here,
-    # from each request just decided (remote.resume); never raises (errors on the connector).
-    if decided:
-        connector_resume_run(run=run)
-    fresh = AgentRun.objects.get(pk=run.pk)
-    if fresh.cancel_requested or fresh.is_terminal:
-        return f"external: {decided} decided, run {fresh.status}"
-    if still_pending:
-        approval_services.run_mark_waiting(run=fresh)
-        return f"external: {decided} decided, {still_pending} pending"
-    if fresh.status == AgentRun.Status.WAITING:
-        approval_services.run_mark_running(run=fresh, resumed=True)
-    return f"external: {decided} decided"
-
-
-def _remote_decide(*, remote: RemoteRequest, approvals: list[ApprovalRequest]) -> bool:
-    decisions = [a.decision for a in approvals]
-    resume = protocol.resume_value(value=remote.value, decisions=decisions)
-    now = timezone.now()
-    with transaction.atomic():
-        moved = RemoteRequest.objects.filter(
-            pk=remote.pk, status=RemoteRequest.Status.PENDING
-        ).update(
-            status=RemoteRequest.Status.DECIDED,
-            decided_at=now,
-            resume=field_seal(RemoteRequest, "resume", remote.run_id, resume),
-        )
-        if not moved:
-            return False  # another advance closed it
-        remote.status, remote.decided_at, remote.resume = RemoteRequest.Status.DECIDED, now, resume
-        event_record(
-            action="remote.decided",
-            actor=f"agent:{remote.run_id}",
-            run_id=remote.run_id,
-            data={
-                "request_id": str(remote.id),
-                "interrupt_id": remote.interrupt_id,
-                "approvals": {str(a.id): a.status for a in approvals},
-            },
-        )
-        callback_write(remote=remote)
-    return True
-
-
-def remote_requests_cancel(*, run: AgentRun) -> int:
-    """Close the pending requests of a cancelled run (status cancelled, with its callback)."""
-    closed = 0
-    for remote in RemoteRequest.objects.filter(run=run, status=RemoteRequest.Status.PENDING):
-        with transaction.atomic():
-            now = timezone.now()
-            moved = RemoteRequest.objects.filter(
-                pk=remote.pk, status=RemoteRequest.Status.PENDING
-            ).update(status=RemoteRequest.Status.CANCELLED, decided_at=now)
-            if not moved:
-                continue
-            remote.status, remote.decided_at = RemoteRequest.Status.CANCELLED, now
-            event_record(
-                action="remote.cancelled",
-                actor=f"agent:{run.pk}",
-                run_id=run.pk,
-                data={"request_id": str(remote.id), "interrupt_id": remote.interrupt_id},
-            )
-            callback_write(remote=remote)
-            # Told "cancelled", not the decision: an approved action has nothing to report.
-            for approval in ApprovalRequest.objects.filter(
-                run=run, interrupt_id=remote.approval_interrupt_id
-            ).only("id", "run_id"):
-                outcome_stuck_clear(approval=approval)
-            closed += 1
-    return closed

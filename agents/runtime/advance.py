@@ -111,7 +111,7 @@ def _run_advance(*, run_id: Any) -> str:
 
 def _remote_advance(run: AgentRun, *, owner: str) -> str:
     """An external agent's run (agents/remote/): close its decided requests, under the lease."""
-    from agents.remote.services import remote_run_advance  # the remote room imports the runtime
+    from agents.remote.closing import remote_run_advance  # the remote room imports the runtime
 
     try:
         with run_transitions_fenced(lease_owner=owner), policy.policy_read_once():

@@ -14,7 +14,7 @@ from agents.hitl import protocol
 from agents.runtime import advance
 from agents.runtime.registry import AgentSpec, agent_register, agent_unregister
 from agents.services import run_start
-from approvals.models import AgentRun, ApprovalRequest, ToolPolicy, ToolPolicyRule
+from approvals.models import AgentRun, ApprovalRequest, RiskTier, ToolPolicy, ToolPolicyRule
 from approvals.services import DecisionInvalid, approval_decide, policy_seed_demo
 from tests.support.agents import INBOX_CONFIG, INBOX_RESUMES, REFUNDS, inbox_factory
 
@@ -200,6 +200,22 @@ REQUEST = {
 )
 def test_the_protocol_of_a_value_is_named(value, name):
     assert protocol.protocol_name(value) == name
+
+
+def test_the_tier_wins_when_it_forbids_every_decision_the_config_allows(db):
+    policy_seed_demo()
+    RiskTier.objects.filter(name="write").update(allowed_decisions=["approve", "reject"])
+    config = {**dict.fromkeys(INBOX_CONFIG, False), "allow_edit": True}
+    (inbox,) = protocol.approval_items(interrupt_id="i-1", value={**REQUEST, "config": config})
+    hitl = {
+        "action_requests": [{"name": "x", "args": {}}],
+        "review_configs": [{"action_name": "x", "allowed_decisions": ["edit"]}],
+    }
+    (batched,) = protocol.approval_items(interrupt_id="i-2", value=hitl)
+    # Policy over the agent's wish: never an edit the tier forbids (an agent that cannot take
+    # approve or reject fails closed on it).
+    assert inbox["tier"] == batched["tier"] == "write"
+    assert inbox["allowed_decisions"] == batched["allowed_decisions"] == ["approve", "reject"]
 
 
 def test_a_config_that_allows_nothing_still_lets_the_reviewer_ignore(db):

@@ -79,3 +79,22 @@ def test_the_admin_pages_of_agents_and_keys_answer(demo_policy, admin, agent, ag
         "/admin/agents/externalagentkey/",
     ):
         assert client.get(path).status_code == 200, path
+
+
+def test_an_agents_name_cannot_change_once_registered(demo_policy, admin, agent):
+    # Its runs are runs of "external:<name>": a rename would hand them to a newcomer.
+    changed = client_for(admin).post(
+        f"/admin/agents/externalagent/{agent.pk}/change/",
+        {
+            "name": "billing-v1",
+            "tools": "[]",
+            "callback_url": "https://agent.example/hooks/console",
+            "is_active": "on",
+            "keys-TOTAL_FORMS": "0",
+            "keys-INITIAL_FORMS": "0",
+        },
+    )
+    assert changed.status_code == 302, changed.content.decode()[:2000]
+    agent.refresh_from_db()
+    assert agent.name == "billing"
+    assert agent.user.username == "external:billing"

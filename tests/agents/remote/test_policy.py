@@ -8,11 +8,14 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from agents.hitl.protocol import UNKNOWN_TOOL
+from agents.remote.errors import RemoteToolForbidden
 from agents.remote.models import RemoteRequest
 from agents.runtime import advance
-from approvals.models import AgentRun, ApprovalRequest
+from approvals.models import AgentRun, ApprovalRequest, RiskTier
 from approvals.services import DecisionConflict, DecisionForbidden, approval_expire
 from audit.models import AuditEvent
+from tests.agents.remote.conftest import make_agent
 from tests.agents.remote.helpers import console_payload, hitl, open_request, refund
 from tests.support.approvals import decide
 
@@ -163,3 +166,27 @@ def test_every_step_is_audited(demo_policy, agent, bob):
     )
     assert actions[:4] == ["run.created", "approval.requested", "run.waiting", "remote.requested"]
     assert "approval.decided" in actions and "remote.decided" in actions
+
+
+def test_a_console_payload_naming_the_agent_question_tool_needs_it_in_the_agents_tools(
+    demo_policy,
+):
+    agent = make_agent(tools=["refund_order"])
+    for value in (
+        {"type": "console.approval", "tool": UNKNOWN_TOOL, "args": refund(5000)},
+        {"type": "console.approval", "args": refund(5000)},  # no tool: the same
+        hitl(name=UNKNOWN_TOOL),
+    ):
+        with pytest.raises(RemoteToolForbidden):
+            open_request(agent, value)
+    # A payload the console does not recognise stays a question (answered in words).
+    _, [question] = open_request(agent, {"question": "Which region?"}, interrupt_id="q")
+    assert question.tool == UNKNOWN_TOOL
+    assert question.allowed_decisions == ["respond"]
+
+
+def test_the_tier_wins_when_it_forbids_every_decision_the_agent_allows(demo_policy, agent):
+    RiskTier.objects.filter(name="write").update(allowed_decisions=["approve", "reject"])
+    _, [approval] = open_request(agent, hitl(decisions=("edit",)))
+    assert approval.tier == "write"
+    assert approval.allowed_decisions == ["approve", "reject"]

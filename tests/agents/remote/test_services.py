@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from agents.remote import services
 from agents.remote.errors import RemoteRequestConflict, RemoteToolForbidden
 from agents.remote.models import RemoteRequest
-from agents.remote.services import remote_request_open, remote_request_view
+from agents.remote.services import approval_interrupt_id, remote_request_open, remote_request_view
 from agents.runtime import advance
 from approvals.models import AgentRun, ApprovalRequest, Notification
 from approvals.services import DecisionForbidden
 from tests.agents.remote.conftest import make_agent
+from tests.agents.remote.helpers import open_request
 from tests.support.approvals import decide
 
 
@@ -114,3 +116,29 @@ def test_an_interrupt_id_longer_than_an_approvals_column_is_stored_hashed_within
         agent=agent, thread_id="t-long", interrupt_id=long_id, value=hitl()
     )
     assert (again.pk, created) == (remote.pk, False)
+
+
+def test_a_verbatim_interrupt_id_never_takes_the_hashed_form(db):
+    assert approval_interrupt_id("i-1") == "i-1"
+    long_form = approval_interrupt_id("L" * 100)
+    assert long_form.startswith("#") and len(long_form) == 64
+    assert approval_interrupt_id(long_form) != long_form  # a "#..." id is hashed itself
+    assert approval_interrupt_id(long_form).startswith("#")
+
+
+def test_a_request_never_shares_the_approvals_of_another(demo_policy, agent, monkeypatch):
+    first, _ = open_request(agent, interrupt_id="a")
+    # Should two ids ever map to one stored id, the second request is refused, not joined.
+    monkeypatch.setattr(services, "approval_interrupt_id", lambda interrupt_id: "a")
+    with pytest.raises(RemoteRequestConflict):
+        open_request(agent, hitl(amount=5000), interrupt_id="b")
+    assert RemoteRequest.objects.filter(agent=agent).count() == 1
+    assert ApprovalRequest.objects.filter(run_id=first.run_id).count() == 1
+
+
+def test_ids_longer_than_the_console_stores_are_refused_by_the_service_too(demo_policy, agent):
+    # The connector calls the service without the API's serializer.
+    for ids in ({"thread_id": "t" * 201}, {"interrupt_id": "i" * 201}, {"thread_id": ""}):
+        with pytest.raises(services.RemoteRequestInvalid) as refused:
+            open_request(agent, **ids)
+        assert set(refused.value.errors) == set(ids)
