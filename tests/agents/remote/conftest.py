@@ -4,33 +4,12 @@ and a recorded task queue (the tests run the advance and deliveries themselves).
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 
 from agents.remote.models import ExternalAgent
 from agents.remote.registry import external_agent_key_issue, external_agent_save
-from approvals.services import policy_seed_demo
-from tests.support.queue import NOTIFICATION_MODULES, RUNNER_MODULES
 
-
-@pytest.fixture(autouse=True)
-def _nothing_runs(queued):
-    """Every task these tests enqueue is recorded on ``queued`` (tests.support.queue)."""
-    return queued
-
-
-@pytest.fixture
-def queue_modules():
-    return (*RUNNER_MODULES, *NOTIFICATION_MODULES)
-
-
-@pytest.fixture
-def demo_policy(db, alice, bob, carol, dave) -> dict[str, Group]:
-    """Tiers read / write / critical as seeded for `make run`, with the demo people's groups."""
-    policy_seed_demo()
-    groups = {g.name: g for g in Group.objects.all()}
-    bob.groups.add(groups["approvers-write"])
-    carol.groups.add(groups["approvers-write"], groups["approvers-critical"])
-    return groups
+# The approvals tests' queue and demo policy, the same here.
+from tests.approvals.conftest import _nothing_runs, demo_policy, queue_modules  # noqa: F401
 
 
 def make_agent(name: str = "billing", **fields) -> ExternalAgent:
