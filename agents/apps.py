@@ -38,9 +38,9 @@ class AgentsConfig(AppConfig):
 
         changes_provider_set(registry_current)
         # ... and which approvals' decisions never reached an external agent (no outcome due).
-        from agents.remote.selectors import remote_untold_expression
-        from approvals.services.outcomes import outcome_untold_provider_set
+        from agents.remote.selectors import remote_told_expression
+        from approvals.services.outcomes import outcome_told_provider_set
 
-        outcome_untold_provider_set(remote_untold_expression)
+        outcome_told_provider_set(remote_told_expression)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
@@ -28,13 +29,15 @@ def remote_requests_of_run(*, run_id: Any) -> QuerySet[RemoteRequest]:
     return RemoteRequest.objects.filter(run_id=run_id).order_by("created_at", "id")
 
 
-def remote_untold_expression() -> Exists:
-    """True for an approval whose request was closed as cancelled: its agent was told
-    "cancelled", never the decision, so no outcome is expected (approvals' stuck sweep)."""
-    return Exists(
-        RemoteRequest.objects.filter(
-            run_id=OuterRef("run_id"),
-            approval_interrupt_id=OuterRef("interrupt_id"),
-            status=RemoteRequest.Status.CANCELLED,
-        )
+def remote_told_expression(before: dt.datetime | None = None) -> Exists:
+    """True for an approval whose request was closed as decided (before ``before`` if given):
+    its agent was told the decision, so an outcome is expected (approvals' stuck sweep). Not
+    while the request waits on another of its actions, nor once it was closed as cancelled."""
+    told = RemoteRequest.objects.filter(
+        run_id=OuterRef("run_id"),
+        approval_interrupt_id=OuterRef("interrupt_id"),
+        status=RemoteRequest.Status.DECIDED,
     )
+    if before is not None:
+        told = told.filter(decided_at__lt=before)
+    return Exists(told)

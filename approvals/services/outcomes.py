@@ -4,6 +4,7 @@ with whether the executed args are the approved ones; a mismatch is flagged, nev
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -20,29 +21,31 @@ from core.errors import ApplicationError
 FINAL_GO = (ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.EDITED)
 
 
-# An expression over ApprovalRequest true for approvals whose decision never reached their
-# agent (agents.remote: the request was closed as cancelled), so no outcome is expected of it.
-# approvals/ never imports agents/: the agents app registers it at start-up.
-UntoldProvider = Callable[[], Any]
-_untold: UntoldProvider | None = None
+# An expression over ApprovalRequest, true for approvals whose decision reached their agent
+# (agents.remote: the request was closed as decided, with its resume value), before a given
+# moment when one is given. An approval approved while its request still waits on another
+# action, or whose request was closed as cancelled, was never told: no outcome is expected of
+# it (yet). approvals/ never imports agents/: the agents app registers it at start-up.
+ToldProvider = Callable[[dt.datetime | None], Any]
+_told: ToldProvider | None = None
 
 
-def outcome_untold_provider_set(provider: UntoldProvider | None) -> None:
+def outcome_told_provider_set(provider: ToldProvider | None) -> None:
     """Register the expression factory (agents' AppConfig.ready)."""
-    global _untold
-    _untold = provider
+    global _told
+    _told = provider
 
 
-def outcome_untold_expression() -> Any:
-    """The registered expression, or one that is never true (nothing registered)."""
-    return _untold() if _untold is not None else Q(pk__in=[])
+def outcome_told_expression(*, before: dt.datetime | None = None) -> Any:
+    """The registered expression (told, and before ``before`` if given), or one never true."""
+    return _told(before) if _told is not None else Q(pk__in=[])
 
 
 def outcome_not_expected(approval: ApprovalRequest) -> bool:
-    """Whether the agent was never told this approval's decision (one indexed read)."""
-    if _untold is None:
+    """Whether the agent was not (yet) told this approval's decision (one indexed read)."""
+    if _told is None:
         return False
-    return ApprovalRequest.objects.filter(pk=approval.pk).filter(_untold()).exists()
+    return not ApprovalRequest.objects.filter(pk=approval.pk).filter(_told(None)).exists()
 
 
 class OutcomeConflict(ApplicationError):
@@ -88,7 +91,9 @@ def approval_outcome_record(
         {"key": idempotency_key, "args": executed_args, "result": result, "status": status}
     )
     existing = ApprovalOutcome.objects.filter(approval=approval).first()
-    if existing is not None:
+    if existing is not None and not (
+        existing.status == ApprovalOutcome.Status.FAILED and existing.report_hash != report_hash
+    ):
         return _same(existing, report_hash), False
     args_hash = canonical_hash(executed_args)
     go = approval.status in FINAL_GO
@@ -99,20 +104,22 @@ def approval_outcome_record(
     flags = [] if told else [ApprovalOutcome.FLAG_NOT_APPROVED]
     if go and not args_match:
         flags.append(ApprovalOutcome.FLAG_ARGS_DIFFER)
+    report = {
+        "idempotency_key": idempotency_key,
+        "status": status,
+        "executed_args": executed_args,
+        "executed_args_hash": args_hash,
+        "result": result,
+        "report_hash": report_hash,
+        "args_match": args_match,
+        "flags": flags,
+        "reported_by": str(actor)[:150],
+    }
+    if existing is not None:  # a failed attempt, retried under the same key: the retry's report
+        return _after_failure(existing, report=report, actor=actor, request=request), True
     try:
         with transaction.atomic():
-            outcome = ApprovalOutcome.objects.create(
-                approval=approval,
-                idempotency_key=idempotency_key,
-                status=status,
-                executed_args=executed_args,
-                executed_args_hash=args_hash,
-                result=result,
-                report_hash=report_hash,
-                args_match=args_match,
-                flags=flags,
-                reported_by=str(actor)[:150],
-            )
+            outcome = ApprovalOutcome.objects.create(approval=approval, **report)
             event_record(
                 action="effect.reported",
                 actor=actor,
@@ -134,6 +141,43 @@ def approval_outcome_record(
     except IntegrityError:  # a concurrent report won
         return _same(ApprovalOutcome.objects.get(approval=approval), report_hash), False
     return outcome, True
+
+
+def _after_failure(
+    failed: ApprovalOutcome, *, report: dict[str, Any], actor: Any, request: Any
+) -> ApprovalOutcome:
+    """A report after a failed one (the call was retried under its key): it becomes the
+    outcome, under the row lock (a concurrent retry's report waits, then compares with this
+    one); the audit keeps both reports. A succeeded one is never replaced."""
+    approval = failed.approval
+    with transaction.atomic():
+        locked = ApprovalOutcome.objects.select_for_update().get(pk=failed.pk)
+        if locked.status != ApprovalOutcome.Status.FAILED:
+            return _same(locked, report["report_hash"])
+        for name, value in report.items():
+            setattr(locked, name, value)
+        locked.reported_at = timezone.now()
+        locked.save()
+        event_record(
+            action="effect.reported",
+            actor=actor,
+            run_id=approval.run_id,
+            approval_id=approval.id,
+            tool=approval.tool,
+            data={
+                "idempotency_key": report["idempotency_key"],
+                "status": report["status"],
+                "args_match": report["args_match"],
+                "flags": report["flags"],
+                "approval_status": approval.status,
+                "executed_args_hash": report["executed_args_hash"],
+                "after_failed_report": True,
+            },
+            private={"executed_args": report["executed_args"], "result": report["result"]},
+            request=request,
+        )
+        outcome_stuck_clear(approval=approval)
+    return locked
 
 
 def _same(existing: ApprovalOutcome, report_hash: str) -> ApprovalOutcome:

@@ -39,7 +39,7 @@ from django.utils import timezone
 from approvals.contract import EXTERNAL_AGENT_PREFIX
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier, StuckItem
 from approvals.notifications import notifications_deliver_enqueue
-from approvals.services.outcomes import outcome_untold_expression
+from approvals.services.outcomes import outcome_told_expression
 from audit.services import event_record
 
 STUCK_ACTOR = "system:sweep"
@@ -74,8 +74,9 @@ def stuck_running_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
 
 
 def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
-    """External agents' approved (or edited) actions with no outcome reported in time; not
-    those whose decision never reached the agent (its request was closed as cancelled)."""
+    """External agents' approved (or edited) actions with no outcome reported in time, counted
+    from when the agent was told the decision (never for one it was not told: its request
+    still waits on another action, or was closed as cancelled)."""
     due = now - dt.timedelta(seconds=settings.REMOTE_OUTCOME_DEADLINE_SECONDS)
     return (
         ApprovalRequest.objects.filter(
@@ -84,7 +85,7 @@ def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
             run__agent__startswith=EXTERNAL_AGENT_PREFIX,
             outcome_report__isnull=True,
         )
-        .exclude(outcome_untold_expression())
+        .filter(outcome_told_expression(before=due))
         .select_related("run")
         .only("id", "tool", "tier", "decided_at", "run__id", "run__agent")
         .order_by("decided_at", "id")
