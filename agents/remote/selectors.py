@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 
+from agents.remote.connector_models import ConnectorResume
 from agents.remote.models import ExternalAgent, RemoteRequest
 
 
@@ -36,5 +37,18 @@ def remote_untold_expression() -> Exists:
             run_id=OuterRef("run_id"),
             approval_interrupt_id=OuterRef("interrupt_id"),
             status=RemoteRequest.Status.CANCELLED,
+        )
+    )
+
+
+def remote_connector_told_expression() -> Exists:
+    """True for an approval whose request an Agent Server connector delivered to its thread:
+    the graph goes on there and has no way to report an outcome, so none is awaited
+    (approvals' stuck sweep)."""
+    return Exists(
+        RemoteRequest.objects.filter(
+            run_id=OuterRef("run_id"),
+            approval_interrupt_id=OuterRef("interrupt_id"),
+            connector_resume__status=ConnectorResume.Status.DELIVERED,
         )
     )
