@@ -42,5 +42,10 @@ class AgentsConfig(AppConfig):
         from approvals.services.outcomes import outcome_told_provider_set
 
         outcome_told_provider_set(remote_told_expression)
+        # ... and which approved actions' agents cannot report an outcome (Agent Server).
+        from agents.remote.selectors import remote_connector_told_expression
+        from approvals.services.stuck import stuck_outcome_exempt_provider_set
+
+        stuck_outcome_exempt_provider_set(remote_connector_told_expression)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -170,6 +170,13 @@ def resume_value(*, value: Any, decisions: list[dict[str, Any]]) -> Any:
     return first.get("message", "") if first.get("decision") == "respond" else first
 
 
+def reject_value(*, value: Any, message: str) -> Any:
+    """The value rejecting every action of an interrupt, in its protocol (a cancelled run's
+    answer: never an approve)."""
+    count = len(value["action_requests"]) if is_hitl_request(value) else 1
+    return resume_value(value=value, decisions=[{"decision": "reject", "message": message}] * count)
+
+
 def hitl_decision(decision: dict[str, Any], *, tool: str) -> dict[str, Any]:
     """The console's decision dict as LangChain's HITL ``Decision``."""
     kind = decision.get("decision")

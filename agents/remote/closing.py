@@ -24,6 +24,9 @@ def remote_run_advance(*, run: AgentRun) -> str:
     runs ("in its own service") once none is. Safe to repeat: a closed request is skipped."""
     if run.cancel_requested or run.is_terminal:
         closed = remote_requests_cancel(run=run)
+        # A connector agent's thread is told at once too (a reject of every action).
+        if closed:
+            connector_resume_run(run=run)
         return f"external: {closed} cancelled"
     decided = 0
     still_pending = 0

@@ -6,8 +6,9 @@ requests are decided (``agents.remote.connector_resume``, also called from the r
 Each pass is bounded and starves no thread: per graph it reads one page of interrupted threads
 (oldest first) from a stored offset, sized for the threads already known (waiting on people)
 plus ``max_threads`` new ones; known interrupts are skipped without counting, at most
-``max_threads`` new threads are opened, and a page that gave nothing to open moves the offset
-on (back to the oldest once the end is seen), so poison threads cannot hold it either.
+``max_threads`` new threads are tried, and a pass that opened nothing moves the offset past
+what it read (back to the oldest only once it read to the end), so refused or poison threads
+cannot hold it either, however many threads the console believes still wait.
 """
 
 from __future__ import annotations
@@ -111,18 +112,22 @@ def _poll_graph(
                 opened += int(created)
             except ApplicationError as exc:
                 errors.append(f"thread {thread_id}: {exc}")
-    if len(threads) < limit:
-        return opened, 0  # the end was seen: the next pass starts again from the oldest
-    # A full page that gave nothing to open (known, refused or poison threads): look further.
+    if seen == len(threads) < limit:
+        return opened, 0  # read to the end: the next pass starts again from the oldest
+    # Nothing opened (known, refused or poison threads, or the tries ran out on refused ones
+    # before the end): the next pass reads on from past them.
     return opened, offset if opened else offset + max(seen, 1)
 
 
 def _known_waiting(connector: AgentServerConnector) -> int:
-    """Requests of the connector's agent whose thread may still wait on its interrupt (not
-    resumed yet): the server still lists those threads as interrupted."""
+    """Threads of the connector's agent still waiting on an interrupt the console knows: a
+    request pending, or decided or cancelled and not yet told (its resume not delivered). A
+    delivered one (or one whose thread is gone) waits no more."""
     return (
         RemoteRequest.objects.filter(agent=connector.agent)
         .exclude(connector_resume__status=ConnectorResume.Status.DELIVERED)
+        .values("thread_id")
+        .distinct()
         .count()
     )
 

@@ -5,7 +5,9 @@ Each decided request is resumed exactly once: a ``ConnectorResume`` row is the c
 before ``runs.create(command={"resume": {interrupt_id: value}})`` and marked delivered after
 it. A claim left ``sending`` by a crash (or ``failed`` by an error) is taken again on a later
 pass, and the thread's pending interrupts decide: an interrupt the thread no longer waits on
-was delivered (or answered elsewhere) and is not sent again.
+was delivered (or answered elsewhere) and is not sent again; a thread the server no longer
+has (404) takes nothing more. A request closed as cancelled (its run cancelled in the console)
+is told the same way, with a reject of every action in its protocol (never the decision).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from urllib.parse import urlsplit, urlunsplit
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from httpx import HTTPStatusError
 from langgraph_sdk import get_sync_client
 
+from agents.hitl import protocol
 from agents.remote.connector_models import AgentServerConnector, ConnectorResume
 from agents.remote.models import RemoteRequest
 from approvals.contract import EXTERNAL_AGENT_PREFIX
@@ -30,6 +34,10 @@ RESUME_STALE_SECONDS = 120
 # Seconds for one call to the Agent Server (connect, read).
 CALL_TIMEOUT_SECONDS = 30.0
 ERROR_CHARS = 2000
+# What the thread of a request closed as cancelled is resumed with (a reject of every action).
+CANCELLED_MESSAGE = "cancelled in the approval console"
+# The requests the connector tells their thread: decided, or closed as cancelled.
+TOLD_STATUSES = (RemoteRequest.Status.DECIDED, RemoteRequest.Status.CANCELLED)
 
 
 def connector_client(connector: AgentServerConnector) -> Any:
@@ -98,11 +106,11 @@ def connector_resume_run(*, run: Any) -> int:
 def connector_resume_decided(
     *, connector: AgentServerConnector, client: Any = None, run: Any = None
 ) -> tuple[int, list[str]]:
-    """Resume every decided, not yet delivered request of the connector's agent (of ``run``
-    only, if given), one ``runs.create`` per thread; (requests delivered, errors)."""
-    remotes = RemoteRequest.objects.filter(
-        agent=connector.agent, status=RemoteRequest.Status.DECIDED
-    ).exclude(connector_resume__status=ConnectorResume.Status.DELIVERED)
+    """Resume every decided (or cancelled), not yet delivered request of the connector's agent
+    (of ``run`` only, if given), one ``runs.create`` per thread; (requests delivered, errors)."""
+    remotes = RemoteRequest.objects.filter(agent=connector.agent, status__in=TOLD_STATUSES).exclude(
+        connector_resume__status=ConnectorResume.Status.DELIVERED
+    )
     if run is not None:
         remotes = remotes.filter(run=run)
     by_thread: dict[str, list[RemoteRequest]] = {}
@@ -123,7 +131,12 @@ def connector_resume_decided(
 def _resume_thread(
     connector: AgentServerConnector, client: Any, thread_id: str, waiting: list[RemoteRequest]
 ) -> int:
-    thread = client.threads.get(thread_id)
+    try:
+        thread = client.threads.get(thread_id)
+    except HTTPStatusError as exc:
+        if exc.response.status_code != 404:
+            raise
+        thread = {}  # deleted on the server: no interrupt of it waits any more
     if thread.get("status") == "busy":
         return 0  # a run is going on this thread: the next pass looks again
     pending = {str(i["id"]) for i in thread_interrupts(thread)}
@@ -133,15 +146,17 @@ def _resume_thread(
         if claim is None:
             continue  # delivered, or another worker's fresh claim
         if remote.interrupt_id not in pending:
-            # The thread waits on it no more: delivered before a crash, or answered elsewhere.
-            _delivered(connector, remote, claim, server_run_id="", note="not pending any more")
+            # The thread waits on it no more: delivered before a crash, or answered elsewhere
+            # (or the thread is gone).
+            note = "not pending any more" if thread else "thread not found"
+            _delivered(connector, remote, claim, server_run_id="", note=note)
             continue
         sending.append((remote, claim))
     if not sending:
         return 0
     metadata = thread.get("metadata") or {}
     assistant = metadata.get("assistant_id") or metadata.get("graph_id") or connector.graph_ids[0]
-    command = {"resume": {remote.interrupt_id: remote.resume for remote, _ in sending}}
+    command = {"resume": {remote.interrupt_id: resume_of(remote) for remote, _ in sending}}
     try:
         server_run = client.runs.create(thread_id, str(assistant), command=command)
     except Exception as exc:
@@ -153,6 +168,14 @@ def _resume_thread(
     for remote, claim in sending:
         _delivered(connector, remote, claim, server_run_id=str(server_run.get("run_id", "")))
     return len(sending)
+
+
+def resume_of(remote: RemoteRequest) -> Any:
+    """What the thread is resumed with: the decision's value, or for a request closed as
+    cancelled a reject of every action in the interrupt's protocol."""
+    if remote.status == RemoteRequest.Status.CANCELLED:
+        return protocol.reject_value(value=remote.value, message=CANCELLED_MESSAGE)
+    return remote.resume
 
 
 def _claim(connector: AgentServerConnector, remote: RemoteRequest) -> ConnectorResume | None:
@@ -204,5 +227,6 @@ def _delivered(
                 "server_run_id": server_run_id or None,
                 "note": note,
                 "attempts": claim.attempts,
+                "cancelled": remote.status == RemoteRequest.Status.CANCELLED,
             },
         )

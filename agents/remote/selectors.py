@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 
+from agents.remote.connector_models import ConnectorResume
 from agents.remote.models import ExternalAgent, RemoteRequest
 
 
@@ -41,3 +42,16 @@ def remote_told_expression(before: dt.datetime | None = None) -> Exists:
     if before is not None:
         told = told.filter(decided_at__lt=before)
     return Exists(told)
+
+
+def remote_connector_told_expression() -> Exists:
+    """True for an approval whose request an Agent Server connector delivered to its thread:
+    the graph goes on there and has no way to report an outcome, so none is awaited
+    (approvals' stuck sweep)."""
+    return Exists(
+        RemoteRequest.objects.filter(
+            run_id=OuterRef("run_id"),
+            approval_interrupt_id=OuterRef("interrupt_id"),
+            connector_resume__status=ConnectorResume.Status.DELIVERED,
+        )
+    )

@@ -14,7 +14,9 @@ Three kinds (``StuckItem.Kind``):
 - an outcome not reported: an external agent's action approved (or edited) more than
   ``REMOTE_OUTCOME_DEADLINE_SECONDS`` ago whose outcome never came (agents/remote/; key: the
   approval's id); it clears when the outcome arrives, or when the agent is told "cancelled"
-  instead of the decision (its run cancelled before the advance: nothing to report).
+  instead of the decision (its run cancelled before the advance: nothing to report), and is
+  never raised once an Agent Server connector delivered the decision (the graph goes on there
+  with no way to report: ``stuck_outcome_exempt_provider_set``).
 
 External agents' runs (``external:*``) run in their own services: never orphaned or past a
 lease deadline here.
@@ -28,6 +30,7 @@ gets stuck again later, that is a new item and a new notification.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -46,6 +49,17 @@ STUCK_ACTOR = "system:sweep"
 Kind = StuckItem.Kind
 # What one stuck thing is: its run (or None), the tier (queue kind), what to tell people.
 Found = dict[tuple[str, str], dict[str, Any]]
+
+# An expression over ApprovalRequest true for approved actions whose agent cannot report an
+# outcome (agents.remote: an Agent Server connector delivered the decision). approvals/ never
+# imports agents/: the agents app registers it at start-up.
+_outcome_exempt: Callable[[], Any] | None = None
+
+
+def stuck_outcome_exempt_provider_set(provider: Callable[[], Any] | None) -> None:
+    """Register the expression factory (agents' AppConfig.ready)."""
+    global _outcome_exempt
+    _outcome_exempt = provider
 
 
 def stuck_orphaned_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
@@ -86,6 +100,7 @@ def stuck_outcomes_unreported(*, now: dt.datetime) -> QuerySet[ApprovalRequest]:
             outcome_report__isnull=True,
         )
         .filter(outcome_told_expression(before=due))
+        .exclude(_outcome_exempt() if _outcome_exempt is not None else Q(pk__in=[]))
         .select_related("run")
         .only("id", "tool", "tier", "decided_at", "run__id", "run__agent")
         .order_by("decided_at", "id")

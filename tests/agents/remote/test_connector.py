@@ -18,6 +18,7 @@ from agents.remote import connector_resume
 from agents.remote.connector_models import AgentServerConnector, ConnectorResume
 from agents.remote.models import RemoteRequest
 from agents.runtime import advance
+from agents.services import run_cancel
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from tests.agents.remote.conftest import make_agent
@@ -170,3 +171,20 @@ def test_every_interrupted_thread_is_opened_in_bounded_pages_from_the_stored_off
     assert AgentServerConnector.objects.get().poll_offsets == {GRAPH_ID: 0}
     assert [poll()["opened"] for _ in range(3)] == [1, 1, 0]
     assert set(RemoteRequest.objects.values_list("thread_id", flat=True)) == set(threads)
+
+
+def test_a_run_cancelled_in_the_console_ends_its_thread_with_a_reject_not_the_approve(
+    agent_server, demo_policy, bob, admin
+):
+    connector_for(agent_server.url)
+    thread_id = agent_server.start_thread(**ASKED)
+    poll()
+    approval = ApprovalRequest.objects.get()
+    run_cancel(run=approval.run, user=admin)
+    advance.run_advance(run_id=approval.run_id)  # closes the request, tells the thread
+
+    thread = settled(agent_server, thread_id)
+    assert thread["status"] == "idle"  # the graph went on: it waits on nothing any more
+    assert agent_server.calls() == []  # the tool never ran
+    assert ConnectorResume.objects.get().status == ConnectorResume.Status.DELIVERED
+    assert poll() == {"opened": 0, "resumed": 0, "errors": 0}
