@@ -14,4 +14,6 @@ ENUM_NAME_OVERRIDES = {
         for s in ("pending", "approved", "edited", "rejected", "responded", "expired", "cancelled")
     ],
     "OutcomeStatusEnum": "approvals.models.ApprovalOutcome.Status",
+    # How an external agent ends its thread (agents/remote/threads.py).
+    "ThreadEndStatusEnum": [("completed", "completed"), ("failed", "failed")],
 }
