@@ -42,12 +42,20 @@ def test_old_cancelled_requests_never_let_a_refused_thread_starve_a_new_one(
     connector,  # noqa: F811
     threads,  # noqa: F811
     admin,
+    monkeypatch,
 ):
     """Requests whose threads the Agent Server no longer lists (cancelled in the console, then
     the thread ended there) are still counted as "waiting" forever: the page grows past the
     list, is never full, the offset stays 0, and with max_threads=1 a refused thread at the
     head is the only one ever tried."""
     AgentServerConnector.objects.filter(pk=connector.pk).update(max_threads=1)
+    # The cancels below tell each thread (a reject) through this stand-in server, not through a
+    # real client retrying an unreachable host for seconds each.
+    client = type("Client", (), {"threads": threads, "runs": Runs()})()
+    threads.get = lambda thread_id: next(  # type: ignore[attr-defined]
+        dict(t) for t in threads.rows if t["thread_id"] == thread_id
+    )
+    monkeypatch.setattr(connector_resume, "connector_client", lambda connector: client)
     for n in range(3):
         threads.add(f"t-old-{n}", hitl())
         poll(connector)
