@@ -10,6 +10,7 @@ from approvals.contract import is_external_agent, payload_on_deny
 from approvals.deadlines import approval_deadlines
 from approvals.models import ApprovalOutcome, ApprovalRequest
 from approvals.services.outcomes import outcome_not_expected
+from approvals.services.stuck import outcome_exempt
 
 
 def decision_context(*, approval: ApprovalRequest) -> dict[str, Any]:
@@ -44,4 +45,10 @@ def outcome_context(approval: ApprovalRequest) -> dict[str, Any]:
         and is_external_agent(approval.run.agent)
     )
     untold = go and outcome_not_expected(approval)
-    return {"outcome": outcome, "outcome_awaited": go and not untold, "outcome_untold": untold}
+    unreportable = go and not untold and outcome_exempt(approval)
+    return {
+        "outcome": outcome,
+        "outcome_awaited": go and not untold and not unreportable,
+        "outcome_untold": untold,
+        "outcome_unreportable": unreportable,
+    }

@@ -62,6 +62,13 @@ def stuck_outcome_exempt_provider_set(provider: Callable[[], Any] | None) -> Non
     _outcome_exempt = provider
 
 
+def outcome_exempt(approval: ApprovalRequest) -> bool:
+    """Whether this approval's agent has no way to report an outcome (one indexed read)."""
+    if _outcome_exempt is None:
+        return False
+    return ApprovalRequest.objects.filter(pk=approval.pk).filter(_outcome_exempt()).exists()
+
+
 def stuck_orphaned_runs(*, now: dt.datetime) -> QuerySet[AgentRun]:
     """Waiting runs with no pending approval that nothing will move (see the module doc)."""
     grace = now - dt.timedelta(seconds=settings.STUCK_RUN_GRACE_SECONDS)

@@ -27,6 +27,7 @@ from tests.agents.remote.conftest import make_agent
 from tests.agents.remote.helpers import console_payload, hitl, open_request, refund
 from tests.agents.remote.test_agent_inbox_remote import REQUEST as INBOX_REQUEST
 from tests.support.approvals import decide
+from tests.support.people import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -183,3 +184,18 @@ def test_an_approve_the_connector_delivered_is_never_an_unreported_outcome(conne
     assert not StuckItem.objects.filter(
         kind=StuckItem.Kind.OUTCOME_NOT_REPORTED, cleared_at__isnull=True
     ).exists()
+
+
+def test_the_approval_page_says_a_delivered_connector_decision_reports_no_outcome(
+    connector, server, bob
+):
+    remote, [approval] = opened(connector, server, hitl())
+    server.fail = True
+    decide(approval, bob)
+    advance.run_advance(run_id=remote.run_id)
+    page = client_for(bob).get(f"/approvals/{approval.pk}/").content.decode()
+    assert 'data-outcome="awaited"' in page  # not delivered yet
+    server.fail = False
+    connector_poll(connector=connector)
+    page = client_for(bob).get(f"/approvals/{approval.pk}/").content.decode()
+    assert 'data-outcome="unreportable"' in page and 'data-outcome="awaited"' not in page
