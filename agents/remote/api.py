@@ -26,6 +26,7 @@ from agents.remote.api_schema import (
     RemoteRequestSerializer,
 )
 from agents.remote.auth import AgentKeyAuthentication, IsExternalAgent
+from agents.remote.bodies import remote_approvals_many
 from agents.remote.models import RemoteRequest
 from approvals.models import ApprovalRequest
 from approvals.services.outcomes import OutcomeConflict, approval_outcome_record
@@ -94,9 +95,13 @@ class RemoteRequestCollectionApi(_AgentApi):
             fetched_by=request.auth, thread_id=filters.validated_data.get("thread_id")
         )
         paginator = ApiCursorPagination(ordering=("-created_at", "-id"))
-        page = paginator.paginate_queryset(rows, request, view=self)
+        page = list(paginator.paginate_queryset(rows, request, view=self))
+        approvals = remote_approvals_many(page)  # one query for the page, not one per request
         return paginator.get_paginated_response(
-            [services.remote_request_view(remote=remote) for remote in page]
+            [
+                services.remote_request_view(remote=remote, approvals=approvals[remote.pk])
+                for remote in page
+            ]
         )
 
     @extend_schema(

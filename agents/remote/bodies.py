@@ -23,6 +23,27 @@ def remote_approvals(remote: RemoteRequest) -> list[ApprovalRequest]:
     )
 
 
+def remote_approvals_many(remotes: list[RemoteRequest]) -> dict[Any, list[ApprovalRequest]]:
+    """``remote_approvals`` for a page of requests in one query, by request id."""
+    found: dict[Any, list[ApprovalRequest]] = {remote.pk: [] for remote in remotes}
+    if not remotes:
+        return found
+    owner = {(r.run_id, r.approval_interrupt_id): r.pk for r in remotes}
+    rows = (
+        ApprovalRequest.objects.filter(
+            run_id__in={r.run_id for r in remotes},
+            interrupt_id__in={r.approval_interrupt_id for r in remotes},
+        )
+        .select_related("outcome_report", "run")
+        .order_by("action_index")
+    )
+    for approval in rows:
+        pk = owner.get((approval.run_id, approval.interrupt_id))
+        if pk is not None:
+            found[pk].append(approval)
+    return found
+
+
 def approval_wire_status(approval: ApprovalRequest, *, request_cancelled: bool = False) -> str:
     """The approval's status as the agent reads it: a cancel's closing reads "cancelled", and
     so does any approval of a request closed as cancelled (an approve or edit that came before

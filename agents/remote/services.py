@@ -53,20 +53,6 @@ def approval_interrupt_id(interrupt_id: str) -> str:
     return "#" + hashlib.sha256(interrupt_id.encode()).hexdigest()[:63]
 
 
-def protocol_of(value: Any) -> str:
-    """Which protocol an interrupt value speaks (the resume value answers in the same)."""
-    if is_console_payload(value):
-        return RemoteRequest.Protocol.CONSOLE
-    if protocol.is_hitl_request(value):
-        return RemoteRequest.Protocol.LANGCHAIN_HITL
-    if protocol.is_tool_approval(value):
-        return RemoteRequest.Protocol.TOOL_APPROVAL
-    is_inbox = getattr(protocol, "is_human_interrupt", None)  # Agent Inbox (hitl/protocol.py)
-    if is_inbox is not None and is_inbox(value):
-        return RemoteRequest.Protocol.AGENT_INBOX
-    return RemoteRequest.Protocol.OTHER
-
-
 def remote_request_open(
     *,
     agent: ExternalAgent,
@@ -178,7 +164,7 @@ def _open(
             approval_interrupt_id=inner_id,
             value=value,
             value_hash=value_hash,
-            protocol=protocol_of(value),
+            protocol=protocol.protocol_name(value),
             callback_url=callback_url,
         )
         remote.save(force_insert=True)
@@ -227,7 +213,7 @@ def remote_items(
     """The approval items of an interrupt value, tier from the console's policy, context merged."""
     if is_console_payload(value):
         value = _console_value(value)
-    question = protocol_of(value) == RemoteRequest.Protocol.OTHER
+    question = protocol.protocol_name(value) == protocol.OTHER_PROTOCOL
     items = protocol.approval_items(
         interrupt_id=interrupt_id, value=copy.deepcopy(value), response_schema=response_schema
     )
@@ -304,6 +290,8 @@ def _tier_from_policy(item: dict[str, Any]) -> None:
         payload["allowed_decisions"] = allowed
 
 
-def remote_request_view(*, remote: RemoteRequest) -> dict[str, Any]:
+def remote_request_view(
+    *, remote: RemoteRequest, approvals: list[ApprovalRequest] | None = None
+) -> dict[str, Any]:
     """The request as the agent reads it (GET body; the callback adds its ``type``)."""
-    return remote_request_body(remote=remote)
+    return remote_request_body(remote=remote, approvals=approvals)

@@ -172,3 +172,20 @@ def test_a_decided_request_reads_its_resume_value(demo_policy, agent_key, bob):
     assert answer["resume"] == {"decisions": [{"type": "approve"}]}
     assert answer["approvals"][0]["decision"]["by"] == "bob"
     assert answer["decided_at"] is not None
+
+
+def test_the_list_reads_a_pages_approvals_in_one_query(
+    demo_policy, agent_key, django_assert_max_num_queries
+):
+    client = agent_client(agent_key)
+    client.post(URL, body(), format="json")
+    with django_assert_max_num_queries(100) as one:
+        first = client.get(URL)
+    queries_for_one = len(one.captured_queries)
+    for n in range(2, 6):
+        client.post(URL, body(thread_id=f"t-{n}", interrupt_id=f"i-{n}"), format="json")
+    with django_assert_max_num_queries(queries_for_one):
+        listed = client.get(URL)
+    assert len(first.json()["results"]) == 1
+    assert len(listed.json()["results"]) == 5
+    assert all(len(r["approvals"]) == 1 for r in listed.json()["results"])
