@@ -265,6 +265,11 @@ class ApprovalVote(models.Model):
         return f"{self.user} {self.decision} #{self.approval_id} (round {self.round})"
 
 
+from approvals.autonomy_models import (  # noqa: E402, F401
+    AutonomousAction,
+    AutonomyRule,
+    ShadowVerdict,
+)
 from approvals.link_models import DecisionLink, SlackIdentity  # noqa: E402, F401
 from approvals.outcome_models import ApprovalOutcome  # noqa: E402, F401
 from approvals.policy_models import (  # noqa: E402, F401

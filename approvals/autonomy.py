@@ -1,0 +1,83 @@
+"""Graduated autonomy, the lookup (docs/autonomy.md): which rule governs a call, and whether a
+call runs without waiting, is sampled for review after the fact, or waits for a person.
+
+Pure reads: the gate (agents.hitl) asks ``autonomy_verdict`` and records what it was told.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from approvals.autonomy_models import AutonomyRule
+
+DRAW_SCALE = 10_000  # a draw is 0..9999: sampled when below sample_percent * 100
+
+
+def sample_draw(key: str) -> int:
+    """The action's draw, from its idempotency key alone (reproducible in an audit)."""
+    digest = hashlib.sha256(f"autonomy-sample:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % DRAW_SCALE
+
+
+def is_sampled(*, key: str, percent: int) -> bool:
+    return sample_draw(key) < max(0, min(100, percent)) * (DRAW_SCALE // 100)
+
+
+def autonomy_rule_for(*, tool: str, tier: str) -> AutonomyRule | None:
+    """The tool's rule, else the tier's rule, else None (ask)."""
+    rule = AutonomyRule.objects.filter(tool=tool).first()
+    if rule is None:
+        rule = AutonomyRule.objects.filter(tool="", tier__name=tier).first()
+    return rule
+
+
+def confidence_value(raw: Any) -> Decimal | None:
+    """The agent's stated confidence as a number in [0, 1], else None (not stated/unreadable)."""
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        value = Decimal(str(raw))
+    except (InvalidOperation, ValueError):
+        return None
+    if not value.is_finite() or value < 0 or value > 1:
+        return None
+    return value.quantize(Decimal("0.001"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rule says of one call: ``run`` (without waiting) or ``ask``; for a run,
+    whether it is queued for review after the fact; ``shadow``: what a shadow rule would do."""
+
+    rule: AutonomyRule | None
+    mode: str
+    run: bool
+    sampled: bool
+    draw: int
+    confidence: Decimal | None
+    shadow_would: str = ""  # "run" | "ask" under a shadow rule, else ""
+
+
+def autonomy_verdict(*, tool: str, tier: str, key: str | None, confidence: Any) -> Verdict:
+    """Whether this call may run without waiting. Without an idempotency key nothing can be
+    undone or sampled reproducibly: it asks. A stated confidence below the rule's threshold
+    asks; an unreadable one counts as not stated (a threshold then asks: no confidence, no
+    autonomy)."""
+    rule = autonomy_rule_for(tool=tool, tier=tier)
+    stated = confidence_value(confidence)
+    draw = sample_draw(key) if key else DRAW_SCALE
+    mode = rule.mode if rule else AutonomyRule.Mode.ASK
+    if rule is None or mode == AutonomyRule.Mode.ASK:
+        return Verdict(rule, AutonomyRule.Mode.ASK, False, False, draw, stated)
+    low = rule.confidence_below is not None and (stated is None or stated < rule.confidence_below)
+    if mode == AutonomyRule.Mode.SHADOW:
+        would = "ask" if low else "run"
+        return Verdict(rule, mode, False, False, draw, stated, shadow_would=would)
+    if low or not key:
+        return Verdict(rule, mode, False, False, draw, stated)
+    percent = 100 if mode == AutonomyRule.Mode.POST_HOC else rule.sample_percent
+    sampled = is_sampled(key=key, percent=percent)
+    return Verdict(rule, mode, True, sampled, draw, stated)
