@@ -7,6 +7,7 @@ Pure reads: the gate (agents.hitl) asks ``autonomy_verdict`` and records what it
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -14,6 +15,20 @@ from typing import Any
 from approvals.autonomy_models import AutonomyRule
 
 DRAW_SCALE = 10_000  # a draw is 0..9999: sampled when below sample_percent * 100
+
+# Whether a tool has a compensating tool (the tool registry is agents'; AgentsConfig.ready()
+# registers the provider). Without one, nothing may run without waiting.
+_compensation_provider: Callable[[str], bool] | None = None
+
+
+def compensation_provider_set(provider: Callable[[str], bool] | None) -> None:
+    global _compensation_provider
+    _compensation_provider = provider
+
+
+def tool_has_compensation(tool: str) -> bool | None:
+    """True/False from the tool registry; None when no registry answered (unknown)."""
+    return None if _compensation_provider is None else _compensation_provider(tool)
 
 
 def sample_draw(key: str) -> int:
