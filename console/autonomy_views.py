@@ -83,8 +83,8 @@ def autonomy_advice(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
 @require_POST
+@login_required
 def autonomy_advice_apply_view(request: HttpRequest) -> HttpResponse:
     post = request.POST
     scope = post.get("scope", "")

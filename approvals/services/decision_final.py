@@ -54,7 +54,7 @@ def approval_close(
             "reject_reason",
         ]
     )
-    if status != ApprovalRequest.Status.EXPIRED:
+    if decided_by is not None:  # a person decided: the shadow verdict learns if they agreed
         shadow_verdict_settle(approval=approval, now=now)
     approval_rollup_add(approval=approval)  # the metrics count it in the same transaction
 

@@ -84,9 +84,9 @@ def approval_decide(
     ``reason``: a rejection's category (ApprovalRequest.RejectReason), refused otherwise.
     """
     _erased_check(approval)  # first, before the args are read: a 409 whoever asks
-    allowed, reason = user_may_decide(user=user, approval=approval)
+    allowed, refusal = user_may_decide(user=user, approval=approval)
     if not allowed:
-        raise DecisionForbidden(reason)
+        raise DecisionForbidden(refusal)
     for field, value in (("args", args), ("message", message), ("note", note)):
         if json_has_nul(value):
             raise DecisionInvalid(
