@@ -113,7 +113,6 @@ def _compensation_check(*, kind: str, key: str) -> None:
 
 
 def _policy_version_bump() -> int:
-    PolicyVersion.objects.get_or_create(pk=1)
     PolicyVersion.objects.filter(pk=1).update(number=F("number") + 1)
     return PolicyVersion.objects.get(pk=1).number
 
@@ -145,8 +144,18 @@ def autonomy_advice_apply(
         raise AutonomyError(str(exc), errors={"days": "1..365"}) from None
     percent, threshold, threshold_given = _settings_parse(sample_percent, confidence_below)
     with transaction.atomic():
+        # The policy version's row first: applies (and policy changes) take turns, so two
+        # applies of one class never both create its rule, and each reads the other's result.
+        PolicyVersion.objects.get_or_create(pk=1)
+        PolicyVersion.objects.select_for_update().get(pk=1)
         lookup = {"tool": key} if kind == "tool" else {"tool": "", "tier__name": key}
-        rule = AutonomyRule.objects.select_for_update().filter(**lookup).first()
+        rule = (
+            AutonomyRule.objects.select_for_update(of=("self",))
+            .select_related("tier")
+            .filter(**lookup)
+            .order_by("pk")
+            .first()
+        )
         advice, report = autonomy_advice_for(scope=kind, key=key, days=days)
         shadow_start = target_mode == Mode.SHADOW and advice.may_start_shadow
         if target_mode != advice.target_mode and not shadow_start:
