@@ -265,6 +265,13 @@ class ApprovalDecideApi(APIView):
             help_text="The changes_digest of the changes you saw; needed when what the approval "
             "rests on changed while it waited (else 428).",
         )
+        reason = serializers.ChoiceField(
+            choices=ApprovalRequest.RejectReason.choices,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="Why you reject (reject only; unsafe: it would have caused harm).",
+        )
 
         def validate_args(self, value: Any) -> Any:
             if value is not None and not isinstance(value, dict):
@@ -310,5 +317,6 @@ class ApprovalDecideApi(APIView):
             note=data["note"],
             request=request,
             changes_seen=data["changes_seen"] or None,
+            reason=data["reason"],
         )
         return Response(ApprovalSerializer(approval).data, status=status.HTTP_200_OK)

@@ -145,6 +145,15 @@ class ApprovalRequest(models.Model):
         REJECT = "reject"
         RESPOND = "respond"
 
+    class RejectReason(models.TextChoices):
+        """Why a person rejected (optional); ``unsafe`` is severe: it would have caused harm."""
+
+        WRONG_TARGET = "wrong_target", "Wrong target"
+        WRONG_AMOUNT = "wrong_amount", "Wrong amount"
+        NOT_NEEDED = "not_needed", "Not needed"
+        UNSAFE = "unsafe", "Unsafe: would have caused harm"
+        OTHER = "other", "Other"
+
     DECISION_STATUS = {
         Decision.APPROVE: Status.APPROVED,
         Decision.EDIT: Status.EDITED,
@@ -172,6 +181,8 @@ class ApprovalRequest(models.Model):
     )
     decided_by_label = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # Why a person rejected it (RejectReason; blank: not said, or not a rejection).
+    reject_reason = models.CharField(max_length=12, choices=RejectReason.choices, blank=True)
     # The resume value handed to the graph: {"decision", "args"?, "message"?, "by"}.
     decision = SealedJSONField(default=dict, blank=True, run_attr="run_id")
     expires_at = models.DateTimeField()

@@ -79,6 +79,11 @@ class ApprovalSerializer(serializers.Serializer):
     decided_by = serializers.CharField(source="decided_by_label", allow_blank=True)
     decided_at = serializers.DateTimeField(allow_null=True)
     decision = SealedJSONField()
+    reject_reason = serializers.ChoiceField(
+        choices=ApprovalRequest.RejectReason.choices,
+        allow_blank=True,
+        help_text="Why it was rejected (blank: not said, or not rejected).",
+    )
     erased = ErasedField(at="run.erased_at")
     expires_at = serializers.DateTimeField()
     created_at = serializers.DateTimeField()

@@ -142,6 +142,7 @@ def _detail_context(
         # if denied, if nobody decides, what changed while it waited (and a refusal for it)
         **decision_context(approval=approval),
         "changes_refused": changes_refused,
+        "reject_reasons": ApprovalRequest.RejectReason.choices,
         **outcome_context(approval),
     }
 
@@ -300,6 +301,7 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
             previewed_hash=previewed,
             require_preview=True,
             changes_seen=request.POST.get("changes_seen") or None,
+            reason=request.POST.get("reason", "") if decision == "reject" else "",
         )
     except ApplicationError as exc:
         return _decision_refused(request, approval, exc, edit_form=form, **common)

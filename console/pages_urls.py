@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import account_views, ops_views, views
+from console import account_views, autonomy_views, ops_views, views
 
 urlpatterns = [
     path("login/", account_views.LoginView.as_view(), name="login"),
@@ -20,4 +20,6 @@ urlpatterns = [
     path("metrics/", views.metrics, name="metrics"),
     path("metrics/export.csv", views.metrics_export_csv, name="metrics-export"),
     path("ops/", ops_views.ops, name="ops"),
+    path("autonomy/", autonomy_views.autonomy_advice, name="autonomy"),
+    path("autonomy/apply/", autonomy_views.autonomy_advice_apply_view, name="autonomy-apply"),
 ]

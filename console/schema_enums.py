@@ -15,5 +15,8 @@ ENUM_NAME_OVERRIDES = {
     ],
     "OutcomeStatusEnum": "approvals.models.ApprovalOutcome.Status",
     # How an external agent ends its thread (agents/remote/threads.py).
+    # Graduated autonomy (approvals/autonomy_models.py, approvals/advice.py).
+    "AutonomyModeEnum": "approvals.autonomy_models.AutonomyRule.Mode",
+    "RejectReasonEnum": "approvals.models.ApprovalRequest.RejectReason",
     "ThreadEndStatusEnum": [("completed", "completed"), ("failed", "failed")],
 }

@@ -106,3 +106,18 @@ def required_group_check(*, tier: RiskTier | None, voters: list[Any]) -> None:
         f"Tier {tier.name} needs an approval from a member of {tier.required_group.name}; "
         "the last approval must come from one."
     )
+
+
+def reason_check(*, decision: str, reason: str) -> None:
+    """A rejection's reason is one of RejectReason (or none); other decisions take none."""
+    if not reason:
+        return
+    if decision != ApprovalRequest.Decision.REJECT:
+        raise DecisionInvalid(
+            "A reason is given with a rejection only.", errors={"reason": "only with reject"}
+        )
+    if reason not in ApprovalRequest.RejectReason.values:
+        choices = ", ".join(ApprovalRequest.RejectReason.values)
+        raise DecisionInvalid(
+            f"Unknown rejection reason {reason!r}.", errors={"reason": f"one of {choices}"}
+        )

@@ -15,6 +15,7 @@ from approvals.models import ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
 from approvals.rollups import approval_rollup_add
 from approvals.services.runs import run_advance_enqueue
+from approvals.services.shadow import shadow_verdict_settle
 from approvals.tracing import approval_wait_record
 from audit.canonical import canonical_hash
 from audit.services import event_record
@@ -29,9 +30,12 @@ def approval_close(
     label: str,
     value: dict[str, Any],
     now: dt.datetime,
+    reason: str = "",
 ) -> None:
-    """Store the final outcome on a locked approval; nothing is due for it afterwards."""
+    """Store the final outcome on a locked approval; nothing is due for it afterwards. A
+    shadow verdict on it learns whether the person agreed (docs/autonomy.md)."""
     approval.status = status
+    approval.reject_reason = reason if status == ApprovalRequest.Status.REJECTED else ""
     approval.decided_by = decided_by
     approval.decided_by_label = label
     approval.decided_at = now
@@ -47,8 +51,11 @@ def approval_close(
             "decision",
             "remind_at",
             "escalate_at",
+            "reject_reason",
         ]
     )
+    if decided_by is not None:  # a person decided: the shadow verdict learns if they agreed
+        shadow_verdict_settle(approval=approval, now=now)
     approval_rollup_add(approval=approval)  # the metrics count it in the same transaction
 
 
@@ -65,9 +72,11 @@ def approval_finalise(
     note: str,
     request: Any,
     warned: list[str] | None = None,
+    reason: str = "",
 ) -> None:
     """Status, resume value, audit and notification of a final decision; advance on commit.
-    ``warned``: the changes the decider was shown and confirmed (approvals/changes.py)."""
+    ``warned``: the changes the decider was shown and confirmed (approvals/changes.py);
+    ``reason``: a rejection's category (kept on the approval and in the audit)."""
     proposed = approval.proposed_args
     if decision == ApprovalRequest.Decision.APPROVE and canonical_hash(
         final_args
@@ -93,6 +102,7 @@ def approval_finalise(
         label=label,
         value=value,
         now=now,
+        reason=reason,
     )
     role = user_role(user)
     event_record(
@@ -107,6 +117,7 @@ def approval_finalise(
             "quorum": {"required": required, "approvers": voters},
             "policy_version": approval.policy_version,
             **({"warned": warned} if warned else {}),
+            **({"reason": approval.reject_reason} if approval.reject_reason else {}),
         },
         private={
             "shown": {"payload": approval.payload, "payload_hash": approval.payload_hash},

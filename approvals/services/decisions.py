@@ -18,6 +18,7 @@ from approvals.services.decision_checks import (
     decision_args,
     edit_preview,
     edit_tier_check,
+    reason_check,
     required_group_check,
 )
 from approvals.services.decision_final import approval_finalise
@@ -67,6 +68,7 @@ def approval_decide(
     require_preview: bool = False,
     via: str = "",
     changes_seen: str | None = None,
+    reason: str = "",
 ) -> ApprovalRequest:
     """Vote on an approval; final once the tier's quorum is met (see docs/policy.md).
 
@@ -79,16 +81,18 @@ def approval_decide(
     while it waited (approvals/changes.py), ``changes_seen`` must be the digest of those
     changes, else ChangesNotAcknowledged (428) lists them; the audit records the warning.
     ``via`` ("link", "slack") says where the decision came from, in the vote's audit event.
+    ``reason``: a rejection's category (ApprovalRequest.RejectReason), refused otherwise.
     """
     _erased_check(approval)  # first, before the args are read: a 409 whoever asks
-    allowed, reason = user_may_decide(user=user, approval=approval)
+    allowed, refusal = user_may_decide(user=user, approval=approval)
     if not allowed:
-        raise DecisionForbidden(reason)
+        raise DecisionForbidden(refusal)
     for field, value in (("args", args), ("message", message), ("note", note)):
         if json_has_nul(value):
             raise DecisionInvalid(
                 "Text with a NUL character.", errors={field: "must not contain \\u0000"}
             )
+    reason_check(decision=decision, reason=reason)
     resume_args = decision_args(approval=approval, decision=decision, args=args, message=message)
     if decision == ApprovalRequest.Decision.EDIT:
         if require_preview:
@@ -191,5 +195,6 @@ def approval_decide(
                 note=note,
                 request=request,
                 warned=warned,
+                reason=reason,
             )
     return locked

@@ -13,6 +13,7 @@ from approvals.changes import changes_baseline
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
 from approvals.notifications import notifications_create
 from approvals.services import runs
+from approvals.services.shadow import shadow_verdicts_record
 from audit.canonical import canonical_hash
 from audit.services import event_record
 
@@ -97,6 +98,7 @@ def approval_requests_sync(
                 )
             notifications_create(approval=approval, event=Notification.Event.REQUEST, tier=tier)
             created.append(approval)
+        shadow_verdicts_record(approvals=created)  # what a shadow rule would have done
         if waiting:
             event_record(action="run.waiting", actor=f"agent:{run.pk}", run_id=run.pk, data={})
     return created

@@ -78,6 +78,10 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     # Checkpoint storage and retention (console/ops_views.py): staff only; here, the superuser.
     "ops": _for(frozenset({"admin"}), {200}, {403}, {LOGIN}),
     "metrics-export": _for(MANAGERS, {200}, {403}, {LOGIN}),
+    # Graduated autonomy's advice (console/autonomy_views.py): managers see it; applying is
+    # a POST whose service asks for approvals.change_autonomyrule.
+    "autonomy": _for(MANAGERS, {200}, {403}, {LOGIN}),
+    "autonomy-apply": POST_ONLY,
     "approvals:queue": ANY_SIGNED_IN,
     "approvals:detail": _by_role({OBJECT}, anonymous={LOGIN}),
     "approvals:decide": POST_ONLY,
@@ -105,6 +109,7 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "audit:verify": _for(COMPLIANCE, {200}, {403}, {LOGIN}),
     "api-token": POST_ONLY,
     "api-metrics": _for(MANAGERS, {200}, {403}, {401, 403}),
+    "api-autonomy-advice": _for(MANAGERS, {200}, {403}, {401, 403}),
     "api-schema": PUBLIC,
     "api-docs": PUBLIC,
     # Operations: no session; /metrics by token or network (the test client is on loopback,
