@@ -43,7 +43,7 @@ def is_sampled(*, key: str, percent: int) -> bool:
 
 def autonomy_rule_for(*, tool: str, tier: str) -> AutonomyRule | None:
     """The tool's rule, else the tier's rule, else None (ask)."""
-    rule = AutonomyRule.objects.filter(tool=tool).first()
+    rule = AutonomyRule.objects.filter(tool=tool).first() if tool else None
     if rule is None:
         rule = AutonomyRule.objects.filter(tool="", tier__name=tier).first()
     return rule
