@@ -199,3 +199,33 @@ def tier_group_names(row: RiskTier) -> str:
 
 def user_in_group(*, user: Any, group_id: int | None) -> bool:
     return group_id is not None and user.groups.filter(pk=group_id).exists()
+
+
+def user_may_review_action(*, user: Any, tier: str, run: AgentRun) -> tuple[bool, str]:
+    """(allowed, reason): who may review an action that ran without waiting (docs/autonomy.md).
+
+    One person's call, as settling an effect is: someone who may decide ``tier`` (approver
+    groups, or ``approvals.decide`` for a tier without any), in its required group when the
+    tier names one, and never the run's requester (four eyes).
+    """
+    if not user.is_authenticated or not user.is_active:
+        return False, "You must be logged in to review actions."
+    if run.erased_at is not None:
+        return False, "This run's personal data was erased; nothing of it can be reviewed."
+    if run.requested_by_id == user.pk:
+        return False, "You requested this run; someone else must review it (four eyes)."
+    allowed, reason = user_may_approve_tier(user=user, tier=tier)
+    row = policy.tier_get(tier)
+    if allowed and row is not None and row.required_group_id is not None:
+        if not user_in_group(user=user, group_id=row.required_group_id):
+            return False, f"Only members of {row.required_group.name} may review {tier} actions."
+    if not allowed:
+        return False, reason.replace("may decide", "may review")
+    return True, ""
+
+
+def action_reviewable_filter(*, user: Any) -> Q | None:
+    """The actions that ran without waiting ``user`` may review by tier, as a query (the rule
+    of user_may_review_action, without the requester's exclusion); None: no tier at all."""
+    tiers = _tiers_of(user)
+    return None if tiers is None else _settleable(tiers)
