@@ -216,9 +216,9 @@ def user_may_review_action(*, user: Any, tier: str, run: AgentRun) -> tuple[bool
         return False, "You requested this run; someone else must review it (four eyes)."
     allowed, reason = user_may_approve_tier(user=user, tier=tier)
     row = policy.tier_get(tier)
-    if allowed and row is not None and row.required_group_id is not None:
-        if not user_in_group(user=user, group_id=row.required_group_id):
-            return False, f"Only members of {row.required_group.name} may review {tier} actions."
+    required = row.required_group_id if row is not None else None
+    if allowed and required is not None and not user_in_group(user=user, group_id=required):
+        return False, f"Only members of {row.required_group.name} may review {tier} actions."
     if not allowed:
         return False, reason.replace("may decide", "may review")
     return True, ""

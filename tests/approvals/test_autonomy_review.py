@@ -16,8 +16,8 @@ from approvals.services import (
     ReviewForbidden,
     ReviewInvalid,
     autonomous_action_review,
+    autonomy_review,
 )
-from approvals.services import autonomy_review
 from audit.models import AuditEvent
 from audit.private import event_data_open
 from tests.support.autonomy import AutonomousActionFactory
