@@ -2,19 +2,21 @@
 waiting for a person, as a reader may see and review them.
 
 Who sees an action: whoever sees its run (permissions.run_visible_filter), and whoever may
-review it by its tier (permissions.action_reviewable_filter): a reviewer sees what they are asked
-to review even when its run has no approval of their tier. What the reader may not see raises
-``DoesNotExist`` or is left out of a list.
+review it by its tier (permissions.action_filters): a reviewer sees what they are asked to
+review even when its run has no approval of their tier. What the reader may not see raises
+``DoesNotExist`` or is left out of a list. A page that reads several lists takes the reader's
+``Scope`` once (``reader_scope``), so the tiers are read once per request.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from approvals.autonomy_models import AutonomousAction
-from approvals.permissions import action_reviewable_filter, run_visible_filter, user_may_view_all
+from approvals.permissions import action_filters
 
 Review = AutonomousAction.Review
 
@@ -25,17 +27,21 @@ REVIEW_VIEWS: dict[str, tuple[str, ...]] = {
     "undone": (Review.UNDOING, Review.UNDONE, Review.UNDO_FAILED),
     "all": (Review.PENDING, Review.FINE, Review.UNDOING, Review.UNDONE, Review.UNDO_FAILED),
 }
+COUNT_CAP = 99  # figures above it read "99+": counted by reading at most 100 ids, no COUNT(*)
 
 
-def action_visible_filter(*, user: Any) -> Q:
-    """Who sees an action, as a query over AutonomousAction."""
-    if not user.is_authenticated:
-        return Q(pk__in=[])
-    if user_may_view_all(user):
-        return Q()  # never OR-ed: Q() | x is x, which would hide what this reader may read
-    visible = run_visible_filter(user=user, via="run__")
-    reviewable = action_reviewable_filter(user=user)
-    return visible if reviewable is None else visible | reviewable
+@dataclass(frozen=True)
+class Scope:
+    """What one reader sees (``visible``) and may review (``reviewable``, None: nothing)."""
+
+    user: Any
+    visible: Q
+    reviewable: Q | None
+
+
+def reader_scope(user: Any) -> Scope:
+    visible, reviewable = action_filters(user=user)
+    return Scope(user=user, visible=visible, reviewable=reviewable)
 
 
 def _actions() -> QuerySet[AutonomousAction]:
@@ -53,14 +59,14 @@ def _filtered(
 
 
 def autonomous_action_queue(
-    *, user: Any, tool: str | None = None, tier: str | None = None
+    *, user: Any, tool: str | None = None, tier: str | None = None, scope: Scope | None = None
 ) -> QuerySet[AutonomousAction]:
     """The actions waiting for ``user``'s review after the fact, oldest first: pending, of a
     tier they may review, of a run they did not request."""
-    reviewable = action_reviewable_filter(user=user)
-    if reviewable is None:
+    scope = scope or reader_scope(user)
+    if scope.reviewable is None:
         return AutonomousAction.objects.none()
-    qs = _actions().filter(reviewable, review=Review.PENDING).exclude(run__requested_by=user)
+    qs = _actions().filter(scope.reviewable, review=Review.PENDING).exclude(run__requested_by=user)
     return _filtered(qs, tool=tool, tier=tier).order_by("created_at", "id")
 
 
@@ -71,9 +77,11 @@ def autonomous_action_list(
     tool: str | None = None,
     tier: str | None = None,
     run_id: Any = None,
+    scope: Scope | None = None,
 ) -> QuerySet[AutonomousAction]:
     """The actions ``fetched_by`` may see, oldest first; ``review`` one state or several."""
-    qs = _actions().filter(action_visible_filter(user=fetched_by))
+    scope = scope or reader_scope(fetched_by)
+    qs = _actions().filter(scope.visible)
     if isinstance(review, str):
         qs = qs.filter(review=review)
     elif review:
@@ -83,31 +91,35 @@ def autonomous_action_list(
     return _filtered(qs, tool=tool, tier=tier).order_by("created_at", "id")
 
 
-def autonomous_action_count(*, user: Any) -> int:
-    """How many actions wait for ``user``'s review (the nav's badge): one COUNT, or none for
-    someone who may review nothing."""
+def _capped(qs: QuerySet[AutonomousAction]) -> int:
+    """How many rows, up to COUNT_CAP + 1 (read in the index's order, like a page)."""
+    return len(qs.values_list("pk", flat=True)[: COUNT_CAP + 1])
+
+
+def count_label(count: int) -> str:
+    return f"{COUNT_CAP}+" if count > COUNT_CAP else str(count)
+
+
+def autonomous_action_count(*, user: Any, scope: Scope | None = None) -> int:
+    """How many actions wait for ``user``'s review, up to COUNT_CAP + 1."""
     if not getattr(user, "is_authenticated", False):
         return 0
-    return autonomous_action_queue(user=user).count()
+    return _capped(autonomous_action_queue(user=user, scope=scope))
 
 
-def autonomous_action_counts(*, user: Any) -> dict[str, int]:
-    """The queue page's figures: ``pending`` waits for ``user``'s review; ``fine``,
-    ``undone`` (undoing, undone or failed) and ``all`` count what they may see."""
-    by_state = dict(
-        autonomous_action_list(fetched_by=user, review=REVIEW_VIEWS["all"])
-        .order_by()
-        .values_list("review")
-        .annotate(n=Count("id"))
-    )
+def autonomous_action_counts(*, user: Any, scope: Scope | None = None) -> dict[str, int]:
+    """The queue page's figures, each up to COUNT_CAP + 1: ``pending`` waits for ``user``'s
+    review; ``fine``, ``undone`` (undoing, undone or failed) and ``all`` count what they may
+    see."""
+    scope = scope or reader_scope(user)
     counts = {
-        view: sum(by_state.get(state, 0) for state in states)
+        view: _capped(autonomous_action_list(fetched_by=user, review=states, scope=scope))
         for view, states in REVIEW_VIEWS.items()
+        if view != "pending"
     }
-    counts["pending"] = autonomous_action_count(user=user)
-    return counts
+    return {"pending": autonomous_action_count(user=user, scope=scope), **counts}
 
 
 def autonomous_action_get(*, pk: int, fetched_by: Any) -> AutonomousAction:
     """The action, if ``fetched_by`` may see it; ``DoesNotExist`` otherwise."""
-    return _actions().filter(action_visible_filter(user=fetched_by)).get(pk=pk)
+    return _actions().filter(reader_scope(fetched_by).visible).get(pk=pk)

@@ -22,6 +22,8 @@ from approvals.autonomy_selectors import (
     autonomous_action_get,
     autonomous_action_list,
     autonomous_action_queue,
+    count_label,
+    reader_scope,
 )
 from approvals.contract import is_console_payload, payload_on_deny
 from approvals.forms import _tier_names
@@ -52,7 +54,7 @@ class AfterFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         counts = counts or {}
         self.fields["view"].choices = [
-            (view, f"{label} ({counts[view]})" if view in counts else label)
+            (view, f"{label} ({count_label(counts[view])})" if view in counts else label)
             for view, label in VIEW_LABELS.items()
         ]
         self.fields["tier"].choices = [("", "Any tier")] + [(t, t) for t in _tier_names()]
@@ -77,14 +79,17 @@ def _visible_action(request: HttpRequest, action_id: int) -> AutonomousAction:
 @login_required
 @vary_on_headers("HX-Request")
 def after_queue(request: HttpRequest) -> HttpResponse:
-    counts = autonomous_action_counts(user=request.user)
+    scope = reader_scope(request.user)  # the reader's tiers, read once for the page
+    counts = autonomous_action_counts(user=request.user, scope=scope)
     form = AfterFilterForm(request.GET or None, counts=counts)
     filters = form.filters()
     view = filters.pop("view")
     if view == "pending":
-        qs = autonomous_action_queue(user=request.user, **filters)
+        qs = autonomous_action_queue(user=request.user, scope=scope, **filters)
     else:
-        qs = autonomous_action_list(fetched_by=request.user, review=REVIEW_VIEWS[view], **filters)
+        qs = autonomous_action_list(
+            fetched_by=request.user, review=REVIEW_VIEWS[view], scope=scope, **filters
+        )
     page = keyset_page(qs, cursor=request.GET.get("cursor"), fields=("created_at", "id"))
     context = {
         "form": form,
@@ -92,7 +97,7 @@ def after_queue(request: HttpRequest) -> HttpResponse:
         "actions": page.items,
         "view": view,
         "heading": VIEW_LABELS[view],
-        "counts": counts,
+        "pending_label": count_label(counts["pending"]),
     }
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "approvals/after_queue.html#after-table", context)

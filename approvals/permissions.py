@@ -51,10 +51,13 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
         return Q(pk__in=[])
     if user_may_view_all(user):
         return Q()
+    return _run_visible(user=user, via=via, tiers=_tiers_of(user))
+
+
+def _run_visible(*, user: Any, via: str, tiers: Tiers | None) -> Q:
     own = Q(**{f"{via}requested_by_id": user.pk})
     # An external agent's runs: its owner group's members see them as a requester does.
     own |= Q(**{f"{via}owner_group__in": user.groups.all()})
-    tiers = _tiers_of(user)
     if tiers is None:
         return own
     # EXISTS, not `pk IN (SELECT run_id ...)`: under an OR, Postgres cannot turn the IN into a
@@ -224,8 +227,18 @@ def user_may_review_action(*, user: Any, tier: str, run: AgentRun) -> tuple[bool
     return True, ""
 
 
-def action_reviewable_filter(*, user: Any) -> Q | None:
-    """The actions that ran without waiting ``user`` may review by tier, as a query (the rule
-    of user_may_review_action, without the requester's exclusion); None: no tier at all."""
+def action_filters(*, user: Any) -> tuple[Q, Q | None]:
+    """(visible, reviewable) over actions that ran without waiting, reading the tiers once.
+
+    visible: whoever sees the action's run, and whoever may review it. reviewable: the tiers
+    ``user`` may review (user_may_review_action as a query, without the requester's
+    exclusion); None for someone who may review nothing.
+    """
+    if not user.is_authenticated:
+        return Q(pk__in=[]), None
     tiers = _tiers_of(user)
-    return None if tiers is None else _settleable(tiers)
+    reviewable = None if tiers is None else _settleable(tiers)
+    if user_may_view_all(user):
+        return Q(), reviewable  # never OR-ed: Q() | x is x, which would hide what they may read
+    visible = _run_visible(user=user, via="run__", tiers=tiers)
+    return (visible if reviewable is None else visible | reviewable), reviewable

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from approvals.autonomy_models import AutonomousAction, AutonomyRule
@@ -37,7 +38,7 @@ def _review(action: AutonomousAction) -> str:
     return reverse("approvals:after-review", args=[action.pk])
 
 
-def test_the_queue_lists_what_waits_for_the_reviewer_with_a_nav_badge(bob, action):
+def test_the_queue_lists_what_waits_for_the_reviewer_linked_from_the_nav(bob, action):
     page = client_for(bob).get(QUEUE)
 
     body = page.content.decode()
@@ -46,7 +47,8 @@ def test_the_queue_lists_what_waits_for_the_reviewer_with_a_nav_badge(bob, actio
     assert f'data-key="action-{action.pk}"' in body
     assert "sampled 100%: draw" in body
     assert "Waiting for review" in body
-    assert 'data-after-count title="1 waiting for your review">1</span>' in body
+    assert "<strong data-waiting>1</strong> waiting for you" in body
+    assert '<a href="/after/" aria-current="page">After the fact</a>' in body
 
 
 def test_the_requester_sees_nothing_waiting_for_them_but_finds_it_among_all(alice, action):
@@ -56,7 +58,7 @@ def test_the_requester_sees_nothing_waiting_for_them_but_finds_it_among_all(alic
     everything = client.get(QUEUE, {"view": "all"}).content.decode()
 
     assert f'data-key="action-{action.pk}"' not in waiting
-    assert "data-after-count" not in waiting
+    assert "<strong data-waiting>0</strong>" in waiting
     assert f'data-key="action-{action.pk}"' in everything
 
 
@@ -137,3 +139,31 @@ def test_an_unknown_verdict_is_400_naming_it(bob, action):
 
     assert response.status_code == 400
     assert "Unknown verdict." in response.content.decode()
+
+
+def _queries(client, url: str) -> int:
+    """The queries of one request (as tests/audit/test_page_queries.py counts them)."""
+    connection.force_debug_cursor = True
+    try:
+        response = client.get(url)
+        count = len(connection.queries)
+    finally:
+        connection.force_debug_cursor = False
+    assert response.status_code == 200, (url, response.status_code)
+    return count
+
+
+@pytest.mark.parametrize("url", ["/after/", "/after/?view=all", "detail"])
+def test_the_pages_read_as_many_queries_at_30_actions_as_at_3(bob, action, url):
+    client = client_for(bob)
+    url = _detail(action) if url == "detail" else url
+    for _ in range(2):
+        AutonomousActionFactory(run=action.run)
+    few = _queries(client, url)
+
+    for _ in range(27):
+        AutonomousActionFactory(run=RunFactory(requested_by=action.run.requested_by))
+    many = _queries(client, url)
+
+    assert many == few
+    assert many <= 20

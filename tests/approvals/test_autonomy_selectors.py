@@ -11,11 +11,13 @@ from django.utils import timezone
 
 from approvals.autonomy_models import AutonomousAction
 from approvals.autonomy_selectors import (
+    COUNT_CAP,
     autonomous_action_count,
     autonomous_action_counts,
     autonomous_action_get,
     autonomous_action_list,
     autonomous_action_queue,
+    count_label,
 )
 from tests.support.autonomy import AutonomousActionFactory
 from tests.support.factories import RunFactory
@@ -82,12 +84,15 @@ def test_the_counts_split_the_actions_one_sees_by_review(bob, run):
     assert counts == {"pending": 1, "fine": 1, "undone": 3, "all": 5}
 
 
-def test_the_counts_and_queue_take_a_bounded_number_of_queries(
+def test_the_badges_figure_reads_a_bounded_number_of_ids_and_never_counts_them_all(
     bob, run, django_assert_max_num_queries
 ):
-    for _ in range(5):
+    for _ in range(COUNT_CAP + 2):
         AutonomousActionFactory(run=run)
 
-    # bob's groups and permissions (3), the tiers and their groups (2), one COUNT: however many.
-    with django_assert_max_num_queries(6):
-        assert autonomous_action_count(user=bob) == 5
+    # bob's groups and permissions (3), the tiers and their groups (2), one capped read.
+    with django_assert_max_num_queries(6) as queries:
+        count = autonomous_action_count(user=bob)
+
+    assert (count, count_label(count)) == (COUNT_CAP + 1, f"{COUNT_CAP}+")
+    assert not [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
