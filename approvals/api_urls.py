@@ -4,6 +4,11 @@ from django.urls import path
 
 from approvals.api import ApprovalDecideApi, ApprovalDetailApi, ApprovalListApi
 from approvals.api_claims import ApprovalAssignApi, ApprovalClaimApi
+from approvals.autonomy_api import (
+    AutonomousActionDetailApi,
+    AutonomousActionListApi,
+    AutonomousActionReviewApi,
+)
 
 app_name = "approvals_api"
 
@@ -13,4 +18,16 @@ urlpatterns = [
     path("approvals/<str:approval_id>/decision/", ApprovalDecideApi.as_view(), name="decide"),
     path("approvals/<str:approval_id>/claim/", ApprovalClaimApi.as_view(), name="claim"),
     path("approvals/<str:approval_id>/assign/", ApprovalAssignApi.as_view(), name="assign"),
+    # Review after the fact (docs/autonomy.md).
+    path("autonomous-actions/", AutonomousActionListApi.as_view(), name="autonomous-actions"),
+    path(
+        "autonomous-actions/<str:action_id>/",
+        AutonomousActionDetailApi.as_view(),
+        name="autonomous-action",
+    ),
+    path(
+        "autonomous-actions/<str:action_id>/review/",
+        AutonomousActionReviewApi.as_view(),
+        name="autonomous-action-review",
+    ),
 ]

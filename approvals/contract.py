@@ -6,6 +6,7 @@ approvals/ owns these and never imports agents/; agents/ imports them.
   blast radius and args schema); any other payload is shown raw and answered in words.
 - ``decision_value()`` is the value a decided approval stores and the run resumes with.
 - ``RUN_ADVANCE_TASK`` is the task that moves a run on; approvals/ enqueues it by name.
+- ``AUTONOMY_UNDO_TASK`` compensates an action that ran without waiting (a reviewer's undo).
 - ``schema_ref_resolve()`` follows the local ``$ref`` of a JSON schema carried in a payload.
 - ``payload_on_deny()`` is the payload's "what happens if denied" line (``on_deny``), or what
   the console knows without one.
@@ -19,6 +20,7 @@ from typing import Any
 
 PAYLOAD_TYPE = "console.approval"
 RUN_ADVANCE_TASK = "agents.tasks.run_advance"
+AUTONOMY_UNDO_TASK = "agents.tasks.autonomous_action_undo"
 TIMEOUT_ACTOR = "system:timeout"
 CANCEL_ACTOR = "system:cancel"
 # Runs of agents that run in their own service (agents/remote/): "external:<name>".

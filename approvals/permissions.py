@@ -51,10 +51,13 @@ def run_visible_filter(*, user: Any, via: str = "") -> Q:
         return Q(pk__in=[])
     if user_may_view_all(user):
         return Q()
+    return _run_visible(user=user, via=via, tiers=_tiers_of(user))
+
+
+def _run_visible(*, user: Any, via: str, tiers: Tiers | None) -> Q:
     own = Q(**{f"{via}requested_by_id": user.pk})
     # An external agent's runs: its owner group's members see them as a requester does.
     own |= Q(**{f"{via}owner_group__in": user.groups.all()})
-    tiers = _tiers_of(user)
     if tiers is None:
         return own
     # EXISTS, not `pk IN (SELECT run_id ...)`: under an OR, Postgres cannot turn the IN into a
@@ -199,3 +202,43 @@ def tier_group_names(row: RiskTier) -> str:
 
 def user_in_group(*, user: Any, group_id: int | None) -> bool:
     return group_id is not None and user.groups.filter(pk=group_id).exists()
+
+
+def user_may_review_action(*, user: Any, tier: str, run: AgentRun) -> tuple[bool, str]:
+    """(allowed, reason): who may review an action that ran without waiting (docs/autonomy.md).
+
+    One person's call, as settling an effect is: someone who may decide ``tier`` (approver
+    groups, or ``approvals.decide`` for a tier without any), in its required group when the
+    tier names one, and never the run's requester (four eyes).
+    """
+    if not user.is_authenticated or not user.is_active:
+        return False, "You must be logged in to review actions."
+    if run.erased_at is not None:
+        return False, "This run's personal data was erased; nothing of it can be reviewed."
+    if run.requested_by_id == user.pk:
+        return False, "You requested this run; someone else must review it (four eyes)."
+    allowed, reason = user_may_approve_tier(user=user, tier=tier)
+    row = policy.tier_get(tier)
+    required = row.required_group_id if row is not None else None
+    if allowed and required is not None and not user_in_group(user=user, group_id=required):
+        return False, f"Only members of {row.required_group.name} may review {tier} actions."
+    if not allowed:
+        return False, reason.replace("may decide", "may review")
+    return True, ""
+
+
+def action_filters(*, user: Any) -> tuple[Q, Q | None]:
+    """(visible, reviewable) over actions that ran without waiting, reading the tiers once.
+
+    visible: whoever sees the action's run, and whoever may review it. reviewable: the tiers
+    ``user`` may review (user_may_review_action as a query, without the requester's
+    exclusion); None for someone who may review nothing.
+    """
+    if not user.is_authenticated:
+        return Q(pk__in=[]), None
+    tiers = _tiers_of(user)
+    reviewable = None if tiers is None else _settleable(tiers)
+    if user_may_view_all(user):
+        return Q(), reviewable  # never OR-ed: Q() | x is x, which would hide what they may read
+    visible = _run_visible(user=user, via="run__", tiers=tiers)
+    return (visible if reviewable is None else visible | reviewable), reviewable

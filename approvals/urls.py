@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from approvals import link_views, slack_views, views, views_claims
+from approvals import autonomy_views, link_views, slack_views, views, views_claims
 
 app_name = "approvals"
 
@@ -29,4 +29,8 @@ urlpatterns = [
     path("approvals/<int:pk>/release/", views_claims.approval_release_view, name="claim-release"),
     path("approvals/<int:pk>/assign/", views_claims.approval_assign_view, name="assign"),
     path("approvals/<int:pk>/unassign/", views_claims.approval_unassign_view, name="unassign"),
+    # Review after the fact (docs/autonomy.md): actions that ran without waiting.
+    path("after/", autonomy_views.after_queue, name="after-queue"),
+    path("after/<int:action_id>/", autonomy_views.after_detail, name="after-detail"),
+    path("after/<int:action_id>/review/", autonomy_views.after_review, name="after-review"),
 ]

@@ -6,7 +6,8 @@ event in one transaction (invariant 3).
 - ``claims``: claiming, releasing, assigning and unassigning a pending approval;
 - ``decisions``: deciding (validation, permissions, edit preview, quorum, final outcome);
 - ``sweep``: reminders, escalations and expiries that are due;
-- ``policy``: audited changes to tiers and tool policies, and the demo seed.
+- ``policy``: audited changes to tiers and tool policies, and the demo seed;
+- ``autonomy_review``: reviewing an action that ran without waiting (fine, or undo).
 
 Callers import this package (``from approvals import services as approval_services``).
 """
@@ -14,6 +15,13 @@ Callers import this package (``from approvals import services as approval_servic
 from __future__ import annotations
 
 from approvals.contract import RUN_ADVANCE_TASK, TIMEOUT_ACTOR
+from approvals.services.autonomy_review import (
+    ReviewConflict,
+    ReviewError,
+    ReviewForbidden,
+    ReviewInvalid,
+    autonomous_action_review,
+)
 from approvals.services.claims import (
     ClaimConflict,
     ClaimError,
@@ -81,6 +89,10 @@ __all__ = [
     "DecisionForbidden",
     "DecisionInvalid",
     "PreviewRequired",
+    "ReviewConflict",
+    "ReviewError",
+    "ReviewForbidden",
+    "ReviewInvalid",
     "LeaseLostError",
     "RunStopped",
     "approval_assign",
@@ -94,6 +106,7 @@ __all__ = [
     "approval_remind",
     "approval_requests_sync",
     "approval_unassign",
+    "autonomous_action_review",
     "approvals_sweep",
     "policy_change_record",
     "policy_object_delete",

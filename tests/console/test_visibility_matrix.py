@@ -27,6 +27,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from approvals.models import AgentRun, RiskTier
 from approvals.services import policy_seed_demo
 from audit.services import event_record
+from tests.support.autonomy import AutonomousActionFactory
 from tests.support.factories import ApprovalFactory, EffectFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +96,11 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals:claim-release": POST_ONLY,
     "approvals:assign": POST_ONLY,
     "approvals:unassign": POST_ONLY,
+    # Review after the fact (docs/autonomy.md): an action is seen as its run is, or by whoever
+    # may review its tier.
+    "approvals:after-queue": ANY_SIGNED_IN,
+    "approvals:after-detail": _by_role({OBJECT}, anonymous={LOGIN}),
+    "approvals:after-review": POST_ONLY,
     "agents:runs": ANY_SIGNED_IN,
     "agents:run-new": ANY_SIGNED_IN,
     "agents:run": _by_role({OBJECT}, anonymous={LOGIN}),
@@ -126,6 +132,9 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals_api:decide": _by_role({405}, anonymous={401, 403}),
     "approvals_api:claim": _by_role({405}, anonymous={401, 403}),
     "approvals_api:assign": _by_role({405}, anonymous={401, 403}),
+    "approvals_api:autonomous-actions": API_SIGNED_IN,
+    "approvals_api:autonomous-action": _by_role({OBJECT}, anonymous={401, 403}),
+    "approvals_api:autonomous-action-review": _by_role({405}, anonymous={401, 403}),
     # External agents' API (agents/remote/): an agent key only; a person is refused (403).
     "remote_api:requests": _by_role({403}, anonymous={401}),
     "remote_api:request": _by_role({403}, anonymous={401}),
@@ -146,7 +155,11 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "admin:*": _by_role({ADMIN_LOGIN}, admin={200, 302, 403, 404}),
 }
 # Extra query strings for pages whose default view hides part of what the reader may see.
-VARIANTS = {"approvals:queue": ("scope=all",), "approvals_api:list": ("status=pending",)}
+VARIANTS = {
+    "approvals:queue": ("scope=all",),
+    "approvals_api:list": ("status=pending",),
+    "approvals:after-queue": ("view=all",),
+}
 STRICT_DEFAULT = _by_role({403, 404, 405}, anonymous={LOGIN, 401, 403})
 
 
@@ -228,9 +241,11 @@ def world(alice, bob, carol, dave, erin, frank, admin) -> World:
 
 
 def _parameters(run: AgentRun, content_type: str) -> dict[str, str]:
-    """Path parameters naming ``run``, its approval, its effect and its audit event."""
+    """Path parameters naming ``run``, its approval, its effect, an action of its that ran
+    without waiting (in the approval's tier), and its audit event."""
     approval = run.approvals.get()
     effect = EffectFactory(run=run, approval=approval, result={"r": run.input["order_id"]})
+    action = AutonomousActionFactory(run=run, tier=approval.tier, args=dict(approval.args))
     event = event_record(
         action="approval.requested",
         actor=f"agent:{run.pk}",
@@ -243,6 +258,7 @@ def _parameters(run: AgentRun, content_type: str) -> dict[str, str]:
         "run_id": str(run.pk),
         "approval_id": str(approval.pk),
         "effect_id": str(effect.pk),
+        "action_id": str(action.pk),
         "seq": str(event.seq),
         "checkpoint_id": "0",
         "content_type_id": content_type,

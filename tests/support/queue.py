@@ -31,11 +31,18 @@ import pytest
 
 from agents import services as agent_services
 from approvals import notifications
+from approvals.services import autonomy_review
 from approvals.services import runs as approval_runs
 from approvals.services import wake as approval_wake
 
-RUNNER_MODULES: tuple[ModuleType, ...] = (approval_runs, approval_wake, agent_services)
-"""Where run starts, decisions and cancels enqueue the run's advance."""
+RUNNER_MODULES: tuple[ModuleType, ...] = (
+    approval_runs,
+    approval_wake,
+    agent_services,
+    autonomy_review,
+)
+"""Where run starts, decisions and cancels enqueue the run's advance (and an undo, its
+compensation)."""
 
 NOTIFICATION_MODULES: tuple[ModuleType, ...] = (notifications,)
 """Where approval notifications enqueue their delivery."""
