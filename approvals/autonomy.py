@@ -31,6 +31,21 @@ def tool_has_compensation(tool: str) -> bool | None:
     return None if _compensation_provider is None else _compensation_provider(tool)
 
 
+# The registered tools and their code default tier (agents' registry, through the provider
+# AgentsConfig.ready() registers): the admin names every tool a tier rule would govern.
+_tools_provider: Callable[[], dict[str, str]] | None = None
+
+
+def tools_provider_set(provider: Callable[[], dict[str, str]] | None) -> None:
+    global _tools_provider
+    _tools_provider = provider
+
+
+def registered_tools() -> dict[str, str]:
+    """{tool name: its code default tier}; empty when no registry answered."""
+    return {} if _tools_provider is None else dict(_tools_provider())
+
+
 def sample_draw(key: str) -> int:
     """The action's draw, from its idempotency key alone (reproducible in an audit)."""
     digest = hashlib.sha256(f"autonomy-sample:{key}".encode()).digest()

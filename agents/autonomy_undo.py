@@ -1,0 +1,133 @@
+"""Undo of a call that ran without waiting (docs/autonomy_sampled.md): compensation through the
+ledger, exactly once, and the link from an autonomous action to the effects it ran.
+
+An autonomous call's effects run with ``approval_id=None`` under the action's idempotency key:
+the effect keyed exactly so, or the saga steps keyed ``<key>:<step>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from agents.effects.compensation import effect_compensate
+from agents.effects.errors import LedgerError, ToolError
+from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
+from agents.models import Effect
+from agents.tools import tool_find
+from approvals.autonomy_models import AutonomousAction
+from approvals.models import AgentRun
+from approvals.services.autonomy_actions import autonomous_action_undo_finish
+
+logger = logging.getLogger(__name__)
+
+# An effect of a run still running may be in flight when its undo is asked: the task waits
+# this long (well below the task timeout) for the call to settle before a person is asked.
+UNDO_SETTLE_WAIT_S = 20.0
+UNDO_SETTLE_POLL_S = 1.0
+ACTIVE_RUN = (
+    AgentRun.Status.QUEUED,
+    AgentRun.Status.RUNNING,
+)
+
+
+def _belongs(*, key: str, tool: str, effect_key: str, effect_tool: str) -> bool:
+    if effect_key == key:
+        return True
+    spec = tool_find(tool)
+    steps = spec.saga_steps if spec else ()
+    return effect_key.startswith(f"{key}:") and effect_tool in steps
+
+
+def action_effects(*, key: str, tool: str) -> QuerySet[Effect]:
+    """The effects an autonomous action of ``tool`` ran (not their compensations), newest
+    first: the one under its key, or its saga's steps (``<key>:<step>``)."""
+    spec = tool_find(tool)
+    steps = Q(key__startswith=f"{key}:", tool__in=spec.saga_steps) if spec else Q(pk__in=[])
+    return Effect.objects.filter(Q(key=key) | steps, compensates__isnull=True).order_by(
+        "-created_at", "-id"
+    )
+
+
+def run_action_effects(*, run_id: Any, actions: list[tuple[str, str]]) -> dict[str, list[Effect]]:
+    """{action key: its effects (with their compensation), newest first} for one run's
+    actions ((key, tool) pairs), in one query (the run page)."""
+    found: dict[str, list[Effect]] = {key: [] for key, _ in actions}
+    if not actions:
+        return found
+    effects = (
+        Effect.objects.filter(run_id=run_id, compensates__isnull=True)
+        .select_related("compensation")
+        .order_by("-created_at", "-id")
+    )
+    for effect in effects:
+        for key, tool in actions:
+            if _belongs(key=key, tool=tool, effect_key=effect.key, effect_tool=effect.tool):
+                found[key].append(effect)
+                break
+    return found
+
+
+def _settle_in_flight(action: AutonomousAction) -> list[str]:
+    """Settle the action's effects whose outcome is unknown by asking the downstream by key
+    (never by calling it: an undo never performs a first call). Returns the keys still in
+    doubt, after escalating them to a person."""
+    deadline = time.monotonic() + UNDO_SETTLE_WAIT_S
+    while True:
+        waiting: list[Effect] = []
+        for effect in action_effects(key=action.key, tool=action.tool).filter(status__in=UNSETTLED):
+            if effect_reconcile(effect) in ("unknown", "not_yet"):
+                waiting.append(effect)
+        if not waiting:
+            return []
+        running = AgentRun.objects.filter(pk=action.run_id, status__in=ACTIVE_RUN).exists()
+        if not running or time.monotonic() >= deadline:
+            for effect in waiting:
+                effect_escalate(effect, reason="in doubt when its undo was asked: did it happen?")
+            return [effect.key for effect in waiting]
+        time.sleep(UNDO_SETTLE_POLL_S)
+
+
+def autonomous_action_compensate(*, action_id: int) -> str:
+    """Undo an action a reviewer marked ``undoing``: compensate every succeeded effect of it,
+    newest first, each exactly once (ledger key ``<effect key>:compensate``), then close the
+    undo (``undone``, or ``undo_failed`` for a person to settle). Safe to repeat: a second
+    delivery finds each compensation in the ledger and calls nothing twice."""
+    action = AutonomousAction.objects.filter(pk=action_id).first()
+    if action is None or action.review != AutonomousAction.Review.UNDOING:
+        return "not undoing"
+    failed = _settle_in_flight(action)
+    compensations: list[str] = []
+    not_reversible: list[str] = []
+    for effect in action_effects(key=action.key, tool=action.tool).filter(
+        status__in=(Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED)
+    ):
+        spec = tool_find(effect.tool)
+        if spec is not None and not spec.compensate_with:
+            not_reversible.append(effect.key)  # a saga's e-mail: nothing can take it back
+            continue
+        try:
+            compensation = effect_compensate(effect=effect)
+        except (ToolError, LedgerError) as exc:
+            # The type only: the message may quote the run's data (the effect holds it, sealed).
+            logger.warning("undo of %s failed: %s", effect.key, type(exc).__name__)
+            failed.append(effect.key)
+            continue
+        if compensation is None:
+            failed.append(effect.key)
+        else:
+            compensations.append(compensation.key)
+    ok = not failed
+    autonomous_action_undo_finish(
+        action_id=action.pk,
+        ok=ok,
+        detail={
+            "compensations": compensations,
+            "failed": failed,
+            "not_reversible": not_reversible,
+        },
+    )
+    return "undone" if ok else "undo_failed"
