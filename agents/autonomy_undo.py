@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from django.db.models import Q, QuerySet
 
@@ -34,7 +33,9 @@ ACTIVE_RUN = (
 )
 
 
-def _belongs(*, key: str, tool: str, effect_key: str, effect_tool: str) -> bool:
+def effect_belongs(*, key: str, tool: str, effect_key: str, effect_tool: str) -> bool:
+    """Whether the effect under ``effect_key`` is one an action of ``tool`` under ``key`` ran
+    (``action_effects``, for rows already read)."""
     if effect_key == key:
         return True
     spec = tool_find(tool)
@@ -50,25 +51,6 @@ def action_effects(*, key: str, tool: str) -> QuerySet[Effect]:
     return Effect.objects.filter(Q(key=key) | steps, compensates__isnull=True).order_by(
         "-created_at", "-id"
     )
-
-
-def run_action_effects(*, run_id: Any, actions: list[tuple[str, str]]) -> dict[str, list[Effect]]:
-    """{action key: its effects (with their compensation), newest first} for one run's
-    actions ((key, tool) pairs), in one query (the run page)."""
-    found: dict[str, list[Effect]] = {key: [] for key, _ in actions}
-    if not actions:
-        return found
-    effects = (
-        Effect.objects.filter(run_id=run_id, compensates__isnull=True)
-        .select_related("compensation")
-        .order_by("-created_at", "-id")
-    )
-    for effect in effects:
-        for key, tool in actions:
-            if _belongs(key=key, tool=tool, effect_key=effect.key, effect_tool=effect.tool):
-                found[key].append(effect)
-                break
-    return found
 
 
 def _settle_in_flight(action: AutonomousAction) -> list[str]:

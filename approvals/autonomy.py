@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.db.models import Q
+
 from approvals.autonomy_models import AutonomyRule
 
 DRAW_SCALE = 10_000  # a draw is 0..9999: sampled when below sample_percent * 100
@@ -57,11 +59,14 @@ def is_sampled(*, key: str, percent: int) -> bool:
 
 
 def autonomy_rule_for(*, tool: str, tier: str) -> AutonomyRule | None:
-    """The tool's rule, else the tier's rule, else None (ask)."""
-    rule = AutonomyRule.objects.filter(tool=tool).first()
-    if rule is None:
-        rule = AutonomyRule.objects.filter(tool="", tier__name=tier).first()
-    return rule
+    """The tool's rule, else the tier's rule, else None (ask). One query (the gate asks it
+    before every call that waits for a person)."""
+    rules = list(
+        AutonomyRule.objects.filter(Q(tool=tool) | Q(tool="", tier__name=tier)).select_related(
+            "tier"
+        )
+    )
+    return next((r for r in rules if r.tool), None) or next(iter(rules), None)
 
 
 def confidence_value(raw: Any) -> Decimal | None:

@@ -24,6 +24,7 @@ from approvals.autonomy_models import AutonomousAction, AutonomyRule
 from approvals.models import AgentRun, ApprovalRequest
 from audit.models import AuditEvent
 from tests.support.factories import RunFactory
+from tests.support.people import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -278,3 +279,20 @@ def test_an_undo_whose_compensation_fails_ends_undo_failed_for_a_person(run):
     assert action.review == AutonomousAction.Review.UNDO_FAILED
     [event] = AuditEvent.objects.filter(action="autonomy.undo_failed")
     assert event.data["failed"] == [action.key]
+
+
+def test_the_run_page_shows_the_action_and_the_compensation_that_undid_it(run, alice):
+    _recent_deploy()
+    AutonomyRule.objects.create(tool="rollback_deploy", mode="post_hoc")
+    graph = incident_build(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": run.thread_id}}
+    graph.invoke({"service": "checkout", "signal": "5xx", "severity": "sev1"}, config)
+    action = AutonomousAction.objects.get()
+    AutonomousAction.objects.filter(pk=action.pk).update(review="undoing")
+    tasks.autonomous_action_undo(action.pk)
+
+    html = client_for(alice).get(f"/runs/{run.pk}/").content.decode()
+    assert "Ran without waiting" in html
+    assert f'data-autonomous-action="{action.pk}"' in html
+    assert "Post Hoc" in html
+    assert f"undone by <code>{action.key}:compensate</code>" in html

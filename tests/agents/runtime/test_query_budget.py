@@ -48,8 +48,11 @@ INCIDENT = {"service": "checkout", "signal": "5xx above 5%", "severity": "sev3"}
 # A request e-mail carries a signed decision link for its recipient (approvals/links.py): the
 # delivery, run inline here, inserts the link's row when it sends the e-mail (one per
 # recipient; this run's tier has one): 90.
-RUN_BUDGET = 90
-PHASE_BUDGET = {"start": 5, "to waiting": 26, "to completed": 36}
+# Graduated autonomy (agents/hitl/autonomy.py) adds two queries to a gate that asks a person:
+# an action already recorded under the call's key (a replay runs as recorded) and the autonomy
+# rule of the tool or its tier (one query); a resumed gate asks nothing more: 92.
+RUN_BUDGET = 92
+PHASE_BUDGET = {"start": 5, "to waiting": 28, "to completed": 36}
 
 
 @pytest.fixture
