@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from agents.effects.compensation import effect_compensate
@@ -23,10 +24,16 @@ from approvals.services.autonomy_actions import autonomous_action_undo_finish
 
 logger = logging.getLogger(__name__)
 
-# An effect of a run still running may be in flight when its undo is asked: the task waits
-# this long (well below the task timeout) for the call to settle before a person is asked.
-UNDO_SETTLE_WAIT_S = 20.0
-UNDO_SETTLE_POLL_S = 1.0
+# An effect of a run still running may be in flight when its undo is asked: the task waits up
+# to half the advance deadline (well below the task timeout) for the call to settle before a
+# person is asked.
+UNDO_SETTLE_POLL_S = 0.5
+
+
+def _settle_wait_s() -> float:
+    return settings.RUN_ADVANCE_DEADLINE_SECONDS / 2
+
+
 ACTIVE_RUN = (
     AgentRun.Status.QUEUED,
     AgentRun.Status.RUNNING,
@@ -57,7 +64,7 @@ def _settle_in_flight(action: AutonomousAction) -> list[str]:
     """Settle the action's effects whose outcome is unknown by asking the downstream by key
     (never by calling it: an undo never performs a first call). Returns the keys still in
     doubt, after escalating them to a person."""
-    deadline = time.monotonic() + UNDO_SETTLE_WAIT_S
+    deadline = time.monotonic() + _settle_wait_s()
     while True:
         waiting: list[Effect] = []
         for effect in action_effects(key=action.key, tool=action.tool).filter(status__in=UNSETTLED):
