@@ -69,13 +69,15 @@ def autonomy_decision(
     already recorded under its key runs as recorded (a replay after the rule changed still
     answers what it answered the first time: the effect may have run already).
     """
-    if not key or _answered_here():
-        # A node that already has a person's answer never recorded an action under this key
-        # (a recorded action returns before the interrupt): the person's decision stands.
+    if not key:
         return None
+    # First: another gate of the same node may have run without waiting before this one
+    # interrupted; on resume it must answer as recorded, not consume the person's answer.
     recorded = AutonomousAction.objects.filter(key=key).first()
     if recorded is not None:
         return _decision(recorded)
+    if _answered_here():
+        return None
     # Only the policy in force now waives the person: the tier and the rule read fresh.
     with policy.policy_fresh():
         tier = policy.tier_for_call(tool=tool, args=args, default_tier=default_tier)

@@ -212,6 +212,43 @@ def test_a_person_s_answer_stands_when_a_rule_arrives_while_it_waits(run):
     assert not AutonomousAction.objects.exists()
 
 
+def _two_gates_node(state: GateState) -> dict[str, Any]:
+    first = approval_gate(
+        tool="create_incident_ticket",
+        args=TICKET_ARGS,
+        rationale="a ticket",
+        requested_at="2026-01-01T00:00:00+00:00",
+        key=f"{state['key']}:ticket",
+    )
+    second = approval_gate(
+        tool="rollback_deploy",
+        args={"service": "checkout", "from_version": "v42", "to_version": "v41"},
+        rationale="a rollback",
+        requested_at="2026-01-01T00:00:00+00:00",
+        key=f"{state['key']}:rollback",
+    )
+    return {"decision": {"first": first, "second": second}}
+
+
+def test_a_person_s_answer_to_the_second_gate_of_a_node_is_not_taken_by_the_first(run):
+    rule(mode="post_hoc")
+    builder = StateGraph(GateState)
+    builder.add_node("gates", _two_gates_node)
+    builder.add_edge(START, "gates")
+    builder.add_edge("gates", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": run.thread_id}}
+    graph.invoke({"key": run.thread_id}, config, durability="sync")
+    [interrupt] = graph.get_state(config).interrupts
+    assert interrupt.value["tool"] == "rollback_deploy"
+
+    answer = {"decision": "reject", "message": "no", "by": "carol", "approval_id": 9, "args": {}}
+    out = graph.invoke(Command(resume={interrupt.id: answer}), config, durability="sync")
+    assert out["decision"]["first"]["by"] == "policy:post_hoc"
+    assert out["decision"]["second"]["decision"] == "reject"
+    assert AutonomousAction.objects.count() == 1
+
+
 # --- the incident copilot, end to end: run without waiting, then undo --------------------------
 
 
@@ -296,3 +333,21 @@ def test_the_run_page_shows_the_action_and_the_compensation_that_undid_it(run, a
     assert f'data-autonomous-action="{action.pk}"' in html
     assert "Post Hoc" in html
     assert f"undone by <code>{action.key}:compensate</code>" in html
+
+
+def test_an_undo_runs_while_another_worker_holds_the_run_s_lease(run):
+    _recent_deploy()
+    AutonomyRule.objects.create(tool="rollback_deploy", mode="post_hoc")
+    graph = incident_build(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": run.thread_id}}
+    graph.invoke({"service": "checkout", "signal": "5xx", "severity": "sev1"}, config)
+    AgentRun.objects.filter(pk=run.pk).update(
+        status="running",
+        lease_owner="another-worker",
+        lease_expires_at=timezone.now() + dt.timedelta(minutes=5),
+    )
+    action = AutonomousAction.objects.get()
+    AutonomousAction.objects.filter(pk=action.pk).update(review="undoing")
+
+    assert tasks.autonomous_action_undo(action.pk) == "undone"
+    assert SandboxDeploy.objects.filter(idempotency_key__endswith=":compensate").count() == 1

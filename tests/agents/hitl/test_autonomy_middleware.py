@@ -12,6 +12,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import InjectedToolArg, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from agents.hitl import ConsoleGateMiddleware, ToolRisk, tool_adapt
 from agents.models import Effect
@@ -95,3 +96,27 @@ def test_a_post_hoc_tool_runs_under_its_call_key_and_the_critical_one_still_wait
     assert effect.tool == "issue_credit"
     assert effect.approval_id is None
     assert crm.CUSTOMERS["C-42"]["balance"] == 30
+
+
+def test_resuming_the_waiting_call_does_not_ask_about_the_call_that_already_ran(
+    undoable_credit, alice
+):
+    AutonomyRule.objects.create(tool="issue_credit", mode="post_hoc")
+    run = RunFactory(agent="helpdesk", requested_by=alice)
+    graph = create_agent(
+        chat_model_get(offline_responder=helpdesk_responder),
+        tools=helpdesk.TOOLS,
+        system_prompt=helpdesk.SYSTEM_PROMPT,
+        middleware=[ConsoleGateMiddleware(tools=helpdesk.TOOLS, risk={"lookup_customer": "read"})],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": run.thread_id}}
+    graph.invoke({"messages": [{"role": "user", "content": CREDIT_AND_CLOSE}]}, config)
+    [waiting] = graph.get_state(config).interrupts
+    answer = {"decision": "approve", "args": {}, "message": "", "by": "carol", "approval_id": None}
+    graph.invoke(Command(resume={waiting.id: answer}), config)
+
+    assert graph.get_state(config).interrupts == ()
+    assert AutonomousAction.objects.count() == 1
+    assert crm.CUSTOMERS["C-42"]["balance"] == 30
+    assert crm.CUSTOMERS["C-7"]["status"] == "closed"
