@@ -88,6 +88,12 @@ def autonomous_action_compensate(*, action_id: int) -> str:
     action = AutonomousAction.objects.filter(pk=action_id).first()
     if action is None or action.review != AutonomousAction.Review.UNDOING:
         return "not undoing"
+    if AgentRun.objects.filter(pk=action.run_id, erased_at__isnull=False).exists():
+        # Its effects' args are gone (erasure): nothing can build a compensation. A person.
+        autonomous_action_undo_finish(
+            action_id=action.pk, ok=False, detail={"reason": "the run's data was erased"}
+        )
+        return "undo_failed"
     failed = _settle_in_flight(action)
     compensations: list[str] = []
     not_reversible: list[str] = []

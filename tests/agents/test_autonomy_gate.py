@@ -351,3 +351,19 @@ def test_an_undo_runs_while_another_worker_holds_the_run_s_lease(run):
 
     assert tasks.autonomous_action_undo(action.pk) == "undone"
     assert SandboxDeploy.objects.filter(idempotency_key__endswith=":compensate").count() == 1
+
+
+def test_an_undo_of_an_erased_run_s_action_fails_for_a_person_without_calling_anything(run):
+    _recent_deploy()
+    AutonomyRule.objects.create(tool="rollback_deploy", mode="post_hoc")
+    graph = incident_build(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": run.thread_id}}
+    graph.invoke({"service": "checkout", "signal": "5xx", "severity": "sev1"}, config)
+    AgentRun.objects.filter(pk=run.pk).update(erased_at=timezone.now())
+    action = AutonomousAction.objects.get()
+    AutonomousAction.objects.filter(pk=action.pk).update(review="undoing")
+
+    assert tasks.autonomous_action_undo(action.pk) == "undo_failed"
+    assert not SandboxDeploy.objects.filter(idempotency_key__endswith=":compensate").exists()
+    [event] = AuditEvent.objects.filter(action="autonomy.undo_failed")
+    assert event.data["reason"] == "the run's data was erased"
