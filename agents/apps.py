@@ -47,5 +47,12 @@ class AgentsConfig(AppConfig):
         from approvals.services.stuck import stuck_outcome_exempt_provider_set
 
         stuck_outcome_exempt_provider_set(remote_connector_told_expression)
+        # ... and whether a tool can be undone (a compensating tool), and which tools exist with
+        # their code default tier: no autonomy rule for what nobody can undo.
+        from agents.hitl.autonomy import tool_compensable, tools_default_tiers
+        from approvals.autonomy import compensation_provider_set, tools_provider_set
+
+        compensation_provider_set(tool_compensable)
+        tools_provider_set(tools_default_tiers)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.autonomy_undo import effect_belongs
 from agents.models import Effect
 from agents.retention_models import PrunedRun
 from agents.runtime.checkpoint import jsonable, thread_config
 from agents.runtime.versions import graph_of_run
+from approvals.autonomy_models import AutonomousAction
 from approvals.contract import is_external_agent
 from approvals.models import AgentRun
 
@@ -118,3 +120,24 @@ def effects_in_doubt_count() -> int:
     """Effects nobody knows happened (invariant 13): settled by reconciliation or a person.
     Read through the partial index effect_unsettled_due (claimed or in doubt)."""
     return Effect.objects.filter(status=Effect.Status.IN_DOUBT).count()
+
+
+def run_autonomous_actions(*, run: AgentRun, effects: list[Effect]) -> list[dict[str, Any]]:
+    """The run's calls that ran without waiting, each with its effects and their compensation
+    (``effects``: the run's effects as the page already read them; one query more)."""
+    actions = list(
+        AutonomousAction.objects.filter(run=run).select_related("reviewed_by").order_by("id")
+    )
+    compensation = {e.compensates_id: e for e in effects if e.compensates_id}
+    rows = []
+    for action in actions:
+        own = [
+            {"effect": e, "compensation": compensation.get(e.pk)}
+            for e in effects
+            if not e.compensates_id
+            and effect_belongs(
+                key=action.key, tool=action.tool, effect_key=e.key, effect_tool=e.tool
+            )
+        ]
+        rows.append({"action": action, "effects": own})
+    return rows

@@ -7,7 +7,7 @@ import logging
 
 from django.db import close_old_connections
 
-from agents import erasure
+from agents import autonomy_undo, erasure
 from agents.effects import reconcile
 from agents.remote import connector
 from agents.runtime import advance, recovery, retention
@@ -58,3 +58,14 @@ def connectors_poll() -> dict[str, dict[str, int]]:
     if any(any(counts.values()) for counts in summary.values()):
         log.info("agent server connectors: %s", summary)
     return summary
+
+
+@scoped
+def autonomous_action_undo(action_id: int) -> str:
+    """Undo a call that ran without waiting (enqueued on commit after a reviewer set it to
+    undoing): compensate its effects through the ledger, exactly once, and close the undo.
+    Safe to deliver twice (a worker killed mid-compensation)."""
+    close_old_connections()
+    outcome = autonomy_undo.autonomous_action_compensate(action_id=action_id)
+    log.info("autonomous action %s: %s", action_id, outcome)
+    return outcome

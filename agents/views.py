@@ -190,6 +190,7 @@ def run_detail(request: HttpRequest, pk: Any) -> HttpResponse:
             for e in effects
         ],
         "sandbox": sandbox,
+        "autonomous": selectors.run_autonomous_actions(run=run, effects=effects),
         "events": event_filter(AuditEvent.objects.all(), filters={"run": run.pk}).order_by("seq"),
         "may_cancel": not run.is_terminal and user_may_cancel(user=request.user, run=run),
         "may_settle": request.user.is_superuser or request.user.has_perm("approvals.decide"),

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.db.models import Q
+
 from approvals.autonomy_models import AutonomyRule
 
 DRAW_SCALE = 10_000  # a draw is 0..9999: sampled when below sample_percent * 100
@@ -31,6 +33,21 @@ def tool_has_compensation(tool: str) -> bool | None:
     return None if _compensation_provider is None else _compensation_provider(tool)
 
 
+# The registered tools and their code default tier (agents' registry, through the provider
+# AgentsConfig.ready() registers): the admin names every tool a tier rule would govern.
+_tools_provider: Callable[[], dict[str, str]] | None = None
+
+
+def tools_provider_set(provider: Callable[[], dict[str, str]] | None) -> None:
+    global _tools_provider
+    _tools_provider = provider
+
+
+def registered_tools() -> dict[str, str]:
+    """{tool name: its code default tier}; empty when no registry answered."""
+    return {} if _tools_provider is None else dict(_tools_provider())
+
+
 def sample_draw(key: str) -> int:
     """The action's draw, from its idempotency key alone (reproducible in an audit)."""
     digest = hashlib.sha256(f"autonomy-sample:{key}".encode()).digest()
@@ -42,11 +59,14 @@ def is_sampled(*, key: str, percent: int) -> bool:
 
 
 def autonomy_rule_for(*, tool: str, tier: str) -> AutonomyRule | None:
-    """The tool's rule, else the tier's rule, else None (ask)."""
-    rule = AutonomyRule.objects.filter(tool=tool).first() if tool else None
-    if rule is None:
-        rule = AutonomyRule.objects.filter(tool="", tier__name=tier).first()
-    return rule
+    """The tool's rule, else the tier's rule, else None (ask). One query (the gate asks it
+    before every call that waits for a person)."""
+    rules = list(
+        AutonomyRule.objects.filter(
+            Q(tool=tool) | Q(tool="", tier__name=tier) if tool else Q(tool="", tier__name=tier)
+        ).select_related("tier")
+    )
+    return next((r for r in rules if r.tool), None) or next(iter(rules), None)
 
 
 def confidence_value(raw: Any) -> Decimal | None:

@@ -37,6 +37,10 @@ class ToolRisk:
     """One line saying what a rejection means (what does not happen); ``{arg}`` placeholders
     take the call's args. The console adds what the agent does next."""
 
+    compensate_with: str | None = None
+    """The registered tool that undoes this one (called with the same args, under the key
+    ``<key>:compensate``); without it no autonomy rule lets the tool run without waiting."""
+
 
 _adapted: dict[str, BaseTool] = {}
 _adapted_lock = threading.Lock()
@@ -48,7 +52,11 @@ def tool_is_adapted(name: str) -> bool:
 
 
 def console_tool(
-    *, tier: str = DEFAULT_TIER, blast_radius: str = "", on_deny: str = ""
+    *,
+    tier: str = DEFAULT_TIER,
+    blast_radius: str = "",
+    on_deny: str = "",
+    compensate_with: str | None = None,
 ) -> Callable[[BaseTool], BaseTool]:
     """Decorator (over ``@tool``) declaring a tool's tier, blast radius and what a rejection
     means to the console.
@@ -58,7 +66,9 @@ def console_tool(
     """
 
     def declare(tool: BaseTool) -> BaseTool:
-        risk = ToolRisk(tier=tier, blast_radius=blast_radius, on_deny=on_deny)
+        risk = ToolRisk(
+            tier=tier, blast_radius=blast_radius, on_deny=on_deny, compensate_with=compensate_with
+        )
         tool_adapt(tool, risk=risk, replace=True)
         return tool
 
@@ -81,7 +91,9 @@ def tool_adapt(tool: BaseTool, *, risk: ToolRisk | None = None, replace: bool = 
         if existing is not None and not replace:
             if _adapted[tool.name] is not tool:
                 _adapted[tool.name] = tool
-                kept = ToolRisk(existing.tier, existing.blast_radius, existing.on_deny)
+                kept = ToolRisk(
+                    existing.tier, existing.blast_radius, existing.on_deny, existing.compensate_with
+                )
                 existing = tool_register(_spec_for(tool, kept))
             return existing
         risk = risk or ToolRisk()
@@ -98,6 +110,7 @@ def _spec_for(tool: BaseTool, risk: ToolRisk) -> ToolSpec:
         run=_tool_runner(tool.name),
         blast_radius=risk.blast_radius,
         on_deny=risk.on_deny,
+        compensate_with=risk.compensate_with,
         # Without an idempotency_key argument the downstream cannot dedupe: at most once.
         takes_key=IDEMPOTENCY_ARG in tool.get_input_schema().model_fields,
     )

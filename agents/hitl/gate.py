@@ -16,6 +16,7 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
+from agents.hitl.autonomy import autonomy_decision, payload_confidence
 from agents.hitl.on_deny import GRAPH_DECIDES, on_deny_line
 from agents.tools import tool_get
 from approvals import policy
@@ -68,11 +69,20 @@ def approval_gate(
     evidence: list[Any] | None = None,
     requested_at: str | None = None,
     on_deny: str | None = None,
+    key: str | None = None,
+    confidence: float | None = None,
 ) -> dict[str, Any]:
-    """Return the decision for this call: auto-approved by policy, or decided by a person.
+    """Return the decision for this call: auto-approved by policy, run without waiting by an
+    autonomy rule, or decided by a person.
 
     ``on_deny``: one line saying what your graph does after a rejection (e.g. "the run ends"),
     shown to the reviewer beside the reject button.
+
+    ``key``: the idempotency key the call's effect will run under (the ledger key); without
+    it the call always waits for a person. Call the gate only right before that effect runs.
+    ``confidence``: the agent's stated confidence (0-1); shown to the reviewer in the payload,
+    and below a rule's threshold the call waits for a person. A call an autonomy rule lets
+    run returns ``by`` = "policy:<mode>" and ``autonomous_action_id``.
 
     The result is ``{"decision": approve|edit|reject|respond, "args": final args,
     "message": str, "by": str, "approval_id": int | None, "tier": str}``; for approve and edit,
@@ -108,6 +118,18 @@ def approval_gate(
         requested_at=requested_at,
         on_deny=on_deny,
     )
+    payload = payload_confidence(payload, confidence)
+    ran = autonomy_decision(
+        thread_id=thread_id,
+        tool=tool,
+        args=args,
+        default_tier=spec.tier,
+        key=key,
+        confidence=confidence,
+        payload=payload,
+    )
+    if ran is not None:
+        return ran
     answer = interrupt(payload)
     result = decision_normalise(answer, proposed_args=args, tool=tool, tier=tier)
     # Re-check at execution: the policy in force now, for the final args. If they fall in a
@@ -129,6 +151,7 @@ def approval_gate(
             requested_at=str(answer.get("decided_at") or "") or requested_at,
             on_deny=on_deny,
         )
+        payload = payload_confidence(payload, confidence)
         payload["recheck"] = {
             "approval_id": result["approval_id"],
             "from_tier": decided_tier,

@@ -48,6 +48,8 @@ CallResult = ToolMessage | Command[Any]
 Handler = Callable[[ToolCallRequest], CallResult]
 # tool name -> True (always gate) or a predicate on the call's validated args.
 GateRule = bool | Callable[[dict[str, Any]], bool]
+# (agent state, tool call) -> the agent's stated confidence in this call (0-1), or None.
+ConfidenceHook = Callable[[dict[str, Any], Any], float | None]
 DECISIONS_KEY = "gate_decisions"
 
 
@@ -72,6 +74,7 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
     """What both gate middlewares share: the proposal time stamp and the tool-call wrapper."""
 
     state_schema = GateState
+    confidence: ConfidenceHook | None = None
 
     def _stamps(self, name: str) -> bool:
         """Whether calls of this tool get a proposal time (the gate payload needs one)."""
@@ -142,6 +145,7 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
         if not self._is_gated(spec, args):
             return handler(request)
         state = request.state if isinstance(request.state, dict) else {}
+        thread_id = str(get_config()["configurable"]["thread_id"])
         decision = approval_gate(
             tool=spec.name,
             args=args,
@@ -149,6 +153,9 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
             evidence=_evidence(state),
             requested_at=(state.get("gate_requested_at") or {}).get(call["id"]),
             on_deny=AGENT_GOES_ON,  # what _answer below does: the model hears it and goes on
+            # The ledger key the approved call runs under (here or in the tool's own saga).
+            key=f"{thread_id}:{call['id']}" if call.get("id") else None,
+            confidence=self.confidence(state, call) if self.confidence else None,
         )
         if decision["decision"] in ("reject", "respond"):
             return _answer(call, decision)
@@ -158,9 +165,12 @@ class _GateMiddlewareBase(AgentMiddleware[GateState, Any, Any]):
 class ApprovalGateMiddleware(_GateMiddlewareBase):
     """Ask ``approval_gate`` before each gated tool call runs; run it only on approve/edit."""
 
-    def __init__(self, gated: dict[str, GateRule]) -> None:
+    def __init__(
+        self, gated: dict[str, GateRule], *, confidence: ConfidenceHook | None = None
+    ) -> None:
         super().__init__()
         self.gated = gated
+        self.confidence = confidence
 
     def _stamps(self, name: str) -> bool:
         return name in self.gated
@@ -207,6 +217,9 @@ class ConsoleGateMiddleware(_GateMiddlewareBase):
 
     ``tools`` are registered with the console when the middleware is built (pass the same
     list you give ``create_agent``); a tool first seen at call time is registered then.
+
+    ``confidence``: ``fn(state, tool_call) -> float | None``, the agent's stated confidence in
+    a call; the reviewer sees it, and an autonomy rule's threshold asks a person below it.
     """
 
     def __init__(
@@ -215,9 +228,11 @@ class ConsoleGateMiddleware(_GateMiddlewareBase):
         tools: Sequence[BaseTool] = (),
         risk: Mapping[str, ToolRisk | str] | None = None,
         default_tier: str = DEFAULT_TIER,
+        confidence: ConfidenceHook | None = None,
     ) -> None:
         super().__init__()
         self.default_tier = default_tier
+        self.confidence = confidence
         self.risk = {
             name: value if isinstance(value, ToolRisk) else ToolRisk(tier=value)
             for name, value in (risk or {}).items()

@@ -297,6 +297,7 @@ for _spec in (
             "Order {order_id} is not refunded: no money moves, nothing is restocked and "
             "{customer_email} is not emailed."
         ),
+        saga_steps=("refund_payment", "restock_inventory", "notify_customer"),
     ),
     ToolSpec(
         name="refund_payment",

@@ -43,6 +43,10 @@ class ToolSpec:
     # Asks the downstream what happened under an idempotency key, as real providers let you:
     # the stored result, or None when it never acted. Settles effects in doubt (invariant 13).
     lookup: Callable[[str], dict[str, Any] | None] | None = None
+    # A saga: the tools of its steps, each run under the key ``<call key>:<step>``. An
+    # autonomous call's undo compensates them (agents/autonomy_undo.py); another effect whose
+    # key merely starts with the call's key (a later notification) is not one of them.
+    saga_steps: tuple[str, ...] = ()
     # Whether the downstream receives (and dedupes on) the idempotency key. A tool that cannot
     # is called at most once: never retried, never called again on a replay (invariant 13).
     takes_key: bool = True

@@ -104,6 +104,8 @@ def human_approval(state: IncidentState) -> dict[str, Any]:
         evidence=state["evidence"],
         requested_at=proposal["requested_at"],
         on_deny=ON_DENY_ACTION,
+        # execute's ledger key: the next node runs the effect under it, nothing in between.
+        key=f"{_thread_id()}:{proposal['tool_call_id']}",
     )
     return {"decision": decision}
 
@@ -159,6 +161,7 @@ def notify(state: IncidentState) -> dict[str, Any]:
         evidence=[],
         requested_at=proposal["requested_at"],
         on_deny=ON_DENY_NOTIFY,
+        key=f"{_thread_id()}:{proposal['tool_call_id']}:notify",
     )
     notification: dict[str, Any] = {"status": gate["decision"]}
     if gate["decision"] in ("approve", "edit"):

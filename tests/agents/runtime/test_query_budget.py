@@ -50,9 +50,13 @@ INCIDENT = {"service": "checkout", "signal": "5xx above 5%", "severity": "sev3"}
 # recipient; this run's tier has one): 90.
 # Shadow mode (approvals/services/shadow.py) reads the autonomy rules of the new approvals'
 # tools and tiers once per request (to record what a shadow rule would have done), and the
-# decision settles the approval's shadow verdict, if any, in one UPDATE: 92.
-RUN_BUDGET = 92
-PHASE_BUDGET = {"start": 5, "to waiting": 27, "to completed": 36}
+# decision settles the approval's shadow verdict, if any, in one UPDATE. Graduated autonomy
+# (agents/hitl/autonomy.py) adds two queries to a gate that asks a person: an action already
+# recorded under the call's key (a replay runs as recorded) and the autonomy rule of the tool
+# or its tier (one query); the resumed gate reads the recorded action again (another gate of
+# its node may have run without waiting): 95.
+RUN_BUDGET = 95
+PHASE_BUDGET = {"start": 5, "to waiting": 29, "to completed": 38}
 
 
 @pytest.fixture

@@ -1,0 +1,122 @@
+"""The admin of autonomy rules (docs/autonomy_sampled.md): which class of gated calls may run
+without waiting. A rule that lets calls run unasked (sampled, post-hoc) is refused for a tool
+nobody can undo, naming it; for a tier, naming every registered tool in that tier without a
+compensating tool. Saves and deletes are audited and bump the policy version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+
+from approvals.autonomy import registered_tools, tool_has_compensation
+from approvals.autonomy_models import AutonomyRule
+from approvals.models import RiskTier, ToolPolicy
+from approvals.services.autonomy_rules import (
+    autonomy_rule_change_record,
+    autonomy_rule_delete,
+    autonomy_rule_snapshot,
+)
+
+UNASKED = (AutonomyRule.Mode.SAMPLED, AutonomyRule.Mode.POST_HOC)
+
+
+def tier_tools(tier: RiskTier) -> list[str]:
+    """The registered tools whose calls can fall in ``tier``: by their tool policy (its tier
+    or one of its argument rules' tiers), else by their code default tier."""
+    policies = {
+        p.tool: p for p in ToolPolicy.objects.select_related("tier").prefetch_related("rules__tier")
+    }
+    found = []
+    for tool, default in sorted(registered_tools().items()):
+        policy = policies.get(tool)
+        if policy is None:
+            tiers = {default}
+        else:
+            tiers = {policy.tier.name, *(rule.tier.name for rule in policy.rules.all())}
+        if tier.name in tiers:
+            found.append(tool)
+    return found
+
+
+def without_compensation(tools: list[str]) -> list[str]:
+    """The tools nobody can undo (no compensating tool, or no registry to say)."""
+    return [tool for tool in tools if not tool_has_compensation(tool)]
+
+
+class AutonomyRuleAdminForm(forms.ModelForm):
+    class Meta:
+        model = AutonomyRule
+        fields = ("tool", "tier", "mode", "sample_percent", "confidence_below", "note", "evidence")
+
+    def clean_tool(self) -> str:
+        tool = (self.cleaned_data.get("tool") or "").strip()
+        known = registered_tools()
+        if tool and tool not in known:
+            raise forms.ValidationError(
+                f"No registered tool is named {tool!r}. Registered tools: {', '.join(sorted(known))}."
+            )
+        return tool
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        tool, tier, mode = data.get("tool"), data.get("tier"), data.get("mode")
+        if bool(tool) == bool(tier):
+            raise forms.ValidationError("Name either a tool or a tier (not both).")
+        if mode not in UNASKED:
+            return data
+        if tool:
+            if without_compensation([tool]):
+                self.add_error(
+                    "tool",
+                    f"{tool} has no compensating tool: its calls cannot be undone, so they "
+                    f"cannot run without waiting ({mode}). Use ask or shadow.",
+                )
+        else:
+            lacking = without_compensation(tier_tools(tier))
+            if lacking:
+                self.add_error(
+                    "tier",
+                    f"Tier {tier.name} has tools without a compensating tool: "
+                    f"{', '.join(lacking)}. Their calls cannot be undone, so the tier cannot "
+                    f"run without waiting ({mode}). Give those tools their own ask rule or "
+                    "tool policy first, or use ask or shadow.",
+                )
+        return data
+
+
+@admin.register(AutonomyRule)
+class AutonomyRuleAdmin(admin.ModelAdmin):
+    form = AutonomyRuleAdminForm
+    list_display = ("scope", "mode", "sample_percent", "confidence_below", "updated_at")
+    list_filter = ("mode", "tier")
+    search_fields = ("tool", "note")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("tier")
+
+    @admin.display(description="scope", ordering="tool")
+    def scope(self, obj: AutonomyRule) -> str:
+        return f"tool {obj.tool}" if obj.tool else f"tier {obj.tier.name}"
+
+    def save_model(self, request, obj, form, change):
+        before = None
+        if change:
+            stored = AutonomyRule.objects.select_related("tier").filter(pk=obj.pk).first()
+            before = autonomy_rule_snapshot(stored) if stored else None
+        super().save_model(request, obj, form, change)
+        autonomy_rule_change_record(
+            rule=obj,
+            change="changed" if change else "created",
+            before=before,
+            actor=request.user,
+            request=request,
+        )
+
+    def delete_model(self, request, obj):
+        autonomy_rule_delete(rule=obj, actor=request.user, request=request)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            autonomy_rule_delete(rule=obj, actor=request.user, request=request)
