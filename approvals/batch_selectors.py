@@ -22,6 +22,7 @@ from core.sealing import is_erased
 
 BATCH_MIN = 2
 BATCH_ITEMS_MAX = 100  # one page, one decision: more waits for the next batch
+BATCH_PROBE = 500  # how many decidable approvals the queue reads to offer "Decide together"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,20 @@ def batch_list(*, user: Any) -> list[BatchSummary]:
         )
         for row in rows
     ]
+
+
+def batch_offered(*, user: Any, probe: int = BATCH_PROBE) -> bool:
+    """Whether ``user`` has a batch, by a bounded read: two of the first ``probe`` approvals
+    they may decide share a key. The queue asks on every load, so it neither counts nor groups
+    every pending approval (a batch beyond the probe shows on /batches/ all the same)."""
+    # The queue's own order (its index): the probe reads what the queue's first pages show.
+    keys = _decidable(user=user).values_list("run__agent", "tool", "tier")[:probe]
+    seen: set[tuple[str, str, str]] = set()
+    for key in keys:
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 def batch_get(*, user: Any, agent: str, tool: str, tier: str) -> Batch:
