@@ -183,4 +183,4 @@ def _item_decide(
         received, required = quorum["received"], quorum["required"]
         text = f"Your vote counts: {received} of {required} approvals."
         return ItemResult(approval.pk, 200, "voted", text, received, required)
-    return ItemResult(approval.pk, 200, decided.status, f"{decided.status.capitalize()}.")
+    return ItemResult(approval.pk, 200, decided.status, f"You {decided.status} it.")
