@@ -94,6 +94,9 @@ def batch_list(*, user: Any) -> list[BatchSummary]:
             oldest=row["oldest"],
         )
         for row in rows
+        # A key is three path segments of its page's URL: a name with "/" cannot be one (agents,
+        # tools and tiers are identifiers or slugs; such a group stays in the queue).
+        if "/" not in f"{row['run__agent']}{row['tool']}{row['tier']}"
     ]
 
 

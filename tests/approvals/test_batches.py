@@ -7,8 +7,8 @@ import pytest
 from django.db import transaction
 
 from approvals.batch_selectors import batch_get, batch_list, batch_offered
-from approvals.models import ApprovalRequest, ApprovalVote
-from approvals.services import DecisionInvalid
+from approvals.models import ApprovalRequest, ApprovalVote, RiskTier
+from approvals.services import DecisionInvalid, policy_change_record
 from approvals.services.batches import approval_batch_decide
 from approvals.services.rounds import round_start
 from audit.models import AuditEvent
@@ -277,3 +277,21 @@ def test_the_queue_asks_whether_a_batch_exists_with_a_bounded_read(demo_policy, 
     assert batch_offered(user=bob)
     assert not batch_offered(user=bob, probe=2)  # beyond the probe: not offered on the queue
     assert not batch_offered(user=dave)
+
+
+def test_an_item_whose_policy_changed_while_it_waited_is_428_to_open_alone(
+    demo_policy, alice, bob, admin
+):
+    approvals = refunds(alice, "write", count=2)
+    tier = RiskTier.objects.get(name="write")
+    tier.ttl_seconds = 600
+    tier.save()
+    policy_change_record(obj=tier, change="changed", actor=admin)
+
+    results = approval_batch_decide(
+        user=bob, decision="approve", items=seen(approvals), tier="write", **KEY
+    )
+
+    assert {(r.status, r.outcome) for r in results} == {(428, "changes")}
+    assert "Open it alone" in results[0].detail
+    assert not ApprovalVote.objects.exists()
