@@ -3,6 +3,8 @@ selector and service as the batch pages)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -20,6 +22,25 @@ from core.throttles import AnonThrottle, DecideThrottle, UserThrottle
 _MAX_PK = 2**63 - 1
 
 
+class _JSONString(serializers.CharField):
+    """A string, and only a string: DRF's CharField would read a number as its text, and the
+    per-item answer (200) would then accept a body its schema refuses."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class _JSONInteger(serializers.IntegerField):
+    """An integer, and only an integer (not "1", 1.0 or true)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 @extend_schema_serializer(component_name="ApprovalBatch")
 class BatchSerializer(serializers.Serializer):
     """Related pending approvals the reader may decide together."""
@@ -34,8 +55,8 @@ class BatchSerializer(serializers.Serializer):
 
 @extend_schema_serializer(component_name="ApprovalBatchItemInput")
 class BatchItemSerializer(serializers.Serializer):
-    id = serializers.IntegerField(min_value=1, max_value=_MAX_PK)
-    payload_hash = serializers.CharField(
+    id = _JSONInteger(min_value=1, max_value=_MAX_PK)
+    payload_hash = _JSONString(
         help_text="The payload_hash of this approval as you reviewed it; stale: 409 for it."
     )
 
@@ -88,7 +109,7 @@ class ApprovalBatchDecideApi(APIView):
         items = serializers.ListField(
             child=BatchItemSerializer(), min_length=1, max_length=BATCH_MAX_ITEMS
         )
-        message = serializers.CharField(
+        message = _JSONString(
             required=False, allow_blank=True, default="", help_text="Sent back to each agent."
         )
 

@@ -142,6 +142,29 @@ def test_bad_input_is_400_naming_the_field(demo_policy, as_bob, body, field):
     assert any(name.startswith(field) for name in response.json()["errors"])
 
 
+@pytest.mark.parametrize(
+    ("item", "message", "field"),
+    [
+        ({"payload_hash": 7}, "", "items.0.payload_hash"),
+        ({"id": "{pk}"}, "", "items.0.id"),
+        ({}, 3, "message"),
+    ],
+)
+def test_a_value_of_the_wrong_json_type_is_400_not_read_as_text(
+    demo_policy, alice, as_bob, item, message, field
+):
+    approvals = refunds(alice, "write", count=2)
+    first = {"id": approvals[0].pk, "payload_hash": approvals[0].payload_hash}
+    first.update({k: (str(approvals[0].pk) if v == "{pk}" else v) for k, v in item.items()})
+    body = {"decision": "approve", "items": [first], "message": message}
+
+    response = as_bob.post(URL, body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()["errors"]) == [field]
+    assert not ApprovalVote.objects.exists()
+
+
 def test_anonymous_is_refused(client):
     response = client.post(URL, {}, content_type="application/json")
     assert response.status_code in (401, 403)
