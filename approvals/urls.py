@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from approvals import autonomy_views, link_views, slack_views, views, views_claims
+from approvals import autonomy_views, link_views, slack_views, views, views_batches, views_claims
 
 app_name = "approvals"
 
@@ -24,6 +24,14 @@ urlpatterns = [
         "integrations/slack/<int:endpoint_id>/interactions/",
         slack_views.slack_interactions,
         name="slack-interactions",
+    ),
+    # Related approvals decided together (approvals/batch_selectors.py).
+    path("batches/", views_batches.batch_list_view, name="batches"),
+    path("batches/<str:agent>/<str:tool>/<str:tier>/", views_batches.batch_detail, name="batch"),
+    path(
+        "batches/<str:agent>/<str:tool>/<str:tier>/decide/",
+        views_batches.batch_decide_view,
+        name="batch-decide",
     ),
     path("approvals/<int:pk>/claim/", views_claims.approval_claim_view, name="claim"),
     path("approvals/<int:pk>/release/", views_claims.approval_release_view, name="claim-release"),

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from approvals import policy, services
+from approvals.batch_selectors import batch_offered
 from approvals.claim_selectors import claims_attach
 from approvals.contract import is_console_payload
 from approvals.decision_context import decision_context, outcome_context
@@ -64,6 +65,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     }
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "approvals/queue.html#queue-table", context)
+    context["batches"] = batch_offered(user=request.user)  # offers "Decide together"
     return render(request, "approvals/queue.html", context)
 
 

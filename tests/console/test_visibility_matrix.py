@@ -101,6 +101,10 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals:after-queue": ANY_SIGNED_IN,
     "approvals:after-detail": _by_role({OBJECT}, anonymous={LOGIN}),
     "approvals:after-review": POST_ONLY,
+    # Batches (approvals/batch_selectors.py): each reader sees only what they may decide.
+    "approvals:batches": ANY_SIGNED_IN,
+    "approvals:batch": ANY_SIGNED_IN,
+    "approvals:batch-decide": POST_ONLY,
     "agents:runs": ANY_SIGNED_IN,
     "agents:run-new": ANY_SIGNED_IN,
     "agents:run": _by_role({OBJECT}, anonymous={LOGIN}),
@@ -135,6 +139,8 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals_api:autonomous-actions": API_SIGNED_IN,
     "approvals_api:autonomous-action": _by_role({OBJECT}, anonymous={401, 403}),
     "approvals_api:autonomous-action-review": _by_role({405}, anonymous={401, 403}),
+    "approvals_api:batches": API_SIGNED_IN,
+    "approvals_api:batch-decide": _by_role({405}, anonymous={401, 403}),
     # External agents' API (agents/remote/): an agent key only; a person is refused (403).
     "remote_api:requests": _by_role({403}, anonymous={401}),
     "remote_api:request": _by_role({403}, anonymous={401}),
