@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
 from django.db.models import Q
 
 from approvals.autonomy_models import AutonomyRule
+from approvals.policy_models import RiskTier, ToolPolicy
 
 DRAW_SCALE = 10_000  # a draw is 0..9999: sampled when below sample_percent * 100
 
@@ -58,12 +59,17 @@ def is_sampled(*, key: str, percent: int) -> bool:
     return sample_draw(key) < max(0, min(100, percent)) * (DRAW_SCALE // 100)
 
 
-def autonomy_rule_for(*, tool: str, tier: str) -> AutonomyRule | None:
+def autonomy_rule_for(*, tool: str, tier: str, raised: bool = False) -> AutonomyRule | None:
     """The tool's rule, else the tier's rule, else None (ask). One query (the gate asks it
-    before every call that waits for a person)."""
+    before every call that waits for a person).
+
+    ``raised``: an argument rule put this call above its tool's base tier (a refund over the
+    critical threshold): the tool's rule was earned on its usual calls, so only the tier's rule
+    of the raised tier governs it."""
+    tier_rule = Q(tool="", tier__name=tier)
     rules = list(
         AutonomyRule.objects.filter(
-            Q(tool=tool) | Q(tool="", tier__name=tier) if tool else Q(tool="", tier__name=tier)
+            Q(tool=tool) | tier_rule if tool and not raised else tier_rule
         ).select_related("tier")
     )
     return next((r for r in rules if r.tool), None) or next(iter(rules), None)
@@ -79,7 +85,9 @@ def confidence_value(raw: Any) -> Decimal | None:
         return None
     if not value.is_finite() or value < 0 or value > 1:
         return None
-    return value.quantize(Decimal("0.001"))
+    # Rounded down: a stated 0.7995 is below a 0.8 threshold, and so is what is stored and
+    # shown (thresholds have three decimals, so the comparison is the same either way).
+    return value.quantize(Decimal("0.001"), rounding=ROUND_FLOOR)
 
 
 @dataclass(frozen=True)
@@ -96,12 +104,14 @@ class Verdict:
     shadow_would: str = ""  # "run" | "ask" under a shadow rule, else ""
 
 
-def autonomy_verdict(*, tool: str, tier: str, key: str | None, confidence: Any) -> Verdict:
+def autonomy_verdict(
+    *, tool: str, tier: str, key: str | None, confidence: Any, raised: bool = False
+) -> Verdict:
     """Whether this call may run without waiting. Without an idempotency key nothing can be
     undone or sampled reproducibly: it asks. A stated confidence below the rule's threshold
     asks; an unreadable one counts as not stated (a threshold then asks: no confidence, no
-    autonomy)."""
-    rule = autonomy_rule_for(tool=tool, tier=tier)
+    autonomy). ``raised``: see ``autonomy_rule_for``."""
+    rule = autonomy_rule_for(tool=tool, tier=tier, raised=raised)
     stated = confidence_value(confidence)
     draw = sample_draw(key) if key else DRAW_SCALE
     mode = rule.mode if rule else AutonomyRule.Mode.ASK
@@ -116,3 +126,26 @@ def autonomy_verdict(*, tool: str, tier: str, key: str | None, confidence: Any) 
     percent = 100 if mode == AutonomyRule.Mode.POST_HOC else rule.sample_percent
     sampled = is_sampled(key=key, percent=percent)
     return Verdict(rule, mode, True, sampled, draw, stated)
+
+
+def tier_tools(tier: RiskTier) -> list[str]:
+    """The registered tools whose calls can fall in ``tier``: by their tool policy (its tier
+    or one of its argument rules' tiers), else by their code default tier."""
+    policies = {
+        p.tool: p for p in ToolPolicy.objects.select_related("tier").prefetch_related("rules__tier")
+    }
+    found = []
+    for tool, default in sorted(registered_tools().items()):
+        policy = policies.get(tool)
+        if policy is None:
+            tiers = {default}
+        else:
+            tiers = {policy.tier.name, *(rule.tier.name for rule in policy.rules.all())}
+        if tier.name in tiers:
+            found.append(tool)
+    return found
+
+
+def without_compensation(tools: list[str]) -> list[str]:
+    """The tools nobody can undo (no compensating tool, or no registry to say)."""
+    return [tool for tool in tools if not tool_has_compensation(tool)]

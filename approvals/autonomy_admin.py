@@ -10,45 +10,38 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from approvals.autonomy import registered_tools, tool_has_compensation
+from approvals.autonomy import registered_tools, tier_tools, without_compensation
 from approvals.autonomy_models import AutonomyRule
-from approvals.models import RiskTier, ToolPolicy
 from approvals.services.autonomy_rules import (
     autonomy_rule_change_record,
     autonomy_rule_delete,
     autonomy_rule_snapshot,
 )
+from audit.canonical import CanonicalError, canonical_text, json_has_nul
 
 UNASKED = (AutonomyRule.Mode.SAMPLED, AutonomyRule.Mode.POST_HOC)
-
-
-def tier_tools(tier: RiskTier) -> list[str]:
-    """The registered tools whose calls can fall in ``tier``: by their tool policy (its tier
-    or one of its argument rules' tiers), else by their code default tier."""
-    policies = {
-        p.tool: p for p in ToolPolicy.objects.select_related("tier").prefetch_related("rules__tier")
-    }
-    found = []
-    for tool, default in sorted(registered_tools().items()):
-        policy = policies.get(tool)
-        if policy is None:
-            tiers = {default}
-        else:
-            tiers = {policy.tier.name, *(rule.tier.name for rule in policy.rules.all())}
-        if tier.name in tiers:
-            found.append(tool)
-    return found
-
-
-def without_compensation(tools: list[str]) -> list[str]:
-    """The tools nobody can undo (no compensating tool, or no registry to say)."""
-    return [tool for tool in tools if not tool_has_compensation(tool)]
 
 
 class AutonomyRuleAdminForm(forms.ModelForm):
     class Meta:
         model = AutonomyRule
         fields = ("tool", "tier", "mode", "sample_percent", "confidence_below", "note", "evidence")
+
+    def clean_evidence(self) -> dict[str, Any]:
+        """An object the audit can hold verbatim: no NaN, infinity or NUL (the rule's change
+        event carries it)."""
+        evidence = self.cleaned_data.get("evidence")
+        if evidence in (None, ""):
+            return {}
+        if not isinstance(evidence, dict):
+            raise forms.ValidationError('Evidence is a JSON object, e.g. {} or {"volume": 60}.')
+        if json_has_nul(evidence):
+            raise forms.ValidationError("Evidence must not contain the NUL character (\\u0000).")
+        try:
+            canonical_text(evidence)
+        except CanonicalError as exc:
+            raise forms.ValidationError(f"Evidence is not plain JSON: {exc}") from None
+        return evidence
 
     def clean_tool(self) -> str:
         tool = (self.cleaned_data.get("tool") or "").strip()
@@ -64,6 +57,10 @@ class AutonomyRuleAdminForm(forms.ModelForm):
         tool, tier, mode = data.get("tool"), data.get("tier"), data.get("mode")
         if bool(tool) == bool(tier):
             raise forms.ValidationError("Name either a tool or a tier (not both).")
+        if mode == AutonomyRule.Mode.SAMPLED and not data.get("sample_percent"):
+            self.add_error(
+                "sample_percent", "A sampled rule reviews at least 1 % (0 would review nothing)."
+            )
         if mode not in UNASKED:
             return data
         if tool:

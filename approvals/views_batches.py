@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -40,7 +40,14 @@ def batch_list_view(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def batch_detail(request: HttpRequest, agent: str, tool: str, tier: str) -> HttpResponse:
+    _no_nul(agent, tool, tier)
     return _batch_page(request, agent=agent, tool=tool, tier=tier)
+
+
+def _no_nul(*parts: str) -> None:
+    """No name holds a NUL (the database would refuse the comparison): no such batch."""
+    if any("\x00" in part for part in parts):
+        raise Http404("No such batch.")
 
 
 @require_POST
@@ -48,6 +55,7 @@ def batch_detail(request: HttpRequest, agent: str, tool: str, tier: str) -> Http
 def batch_decide_view(request: HttpRequest, agent: str, tool: str, tier: str) -> HttpResponse:
     """Decide the selected items (each posted as "<id>:<payload hash seen>"), then the batch
     page again with each item's result above what is left of the batch."""
+    _no_nul(agent, tool, tier)
     key = {"agent": agent, "tool": tool, "tier": tier}
     throttle = DecideThrottle()  # the same count as the decision API's
     if not throttle.allow_request(request, None):
@@ -83,7 +91,7 @@ def _posted_items(values: list[str]) -> list[tuple[int, str]] | None:
     items = []
     for value in values:
         pk, _, seen_hash = value.partition(":")
-        if not pk.isdigit() or not seen_hash or not 0 < int(pk) < 2**63:
+        if not (pk.isascii() and pk.isdigit()) or not seen_hash or not 0 < int(pk) < 2**63:
             return None
         items.append((int(pk), seen_hash))
     return items

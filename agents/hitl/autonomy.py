@@ -75,13 +75,15 @@ def autonomy_decision(
     # interrupted; on resume it must answer as recorded, not consume the person's answer.
     recorded = AutonomousAction.objects.filter(key=key).first()
     if recorded is not None:
-        return _decision(recorded)
+        return _decision(recorded)  # an undone one is refused by the ledger, not here
     if _answered_here():
         return None
     # Only the policy in force now waives the person: the tier and the rule read fresh.
     with policy.policy_fresh():
         tier = policy.tier_for_call(tool=tool, args=args, default_tier=default_tier)
-    verdict = autonomy_verdict(tool=tool, tier=tier, key=key, confidence=confidence)
+        base = policy.tier_for_call(tool=tool, args={}, default_tier=default_tier)
+        raised = policy.tier_level(tier) > policy.tier_level(base)
+    verdict = autonomy_verdict(tool=tool, tier=tier, key=key, confidence=confidence, raised=raised)
     if not verdict.run:
         return None
     # A call nobody can undo never runs unasked, whatever a rule says (the admin refuses such

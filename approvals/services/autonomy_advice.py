@@ -12,7 +12,7 @@ from django.db.models import F
 
 from approvals.advice import SCOPES
 from approvals.advice_selectors import AdviceWindowInvalid, advice_days, autonomy_advice_for
-from approvals.autonomy import tool_has_compensation
+from approvals.autonomy import registered_tools, tier_tools, tool_has_compensation
 from approvals.autonomy_models import AutonomyRule
 from approvals.models import ApprovalRequest, PolicyVersion, RiskTier, ToolPolicy
 from audit.services import event_record
@@ -50,12 +50,14 @@ def rule_snapshot(rule: AutonomyRule | None) -> dict[str, Any] | None:
 
 def _scope_parse(scope: str) -> tuple[str, str]:
     kind, _, key = (scope or "").partition(":")
-    if kind not in SCOPES or not key or len(key) > 100:
+    if kind not in SCOPES or not key or len(key) > 100 or "\x00" in key:
         raise AutonomyError(
             "Name the class as tool:<name> or tier:<name>.", errors={"scope": "tool:… or tier:…"}
         )
     if kind == "tier" and not RiskTier.objects.filter(name=key).exists():
         raise AutonomyError(f"No tier named {key!r}.", errors={"scope": "unknown tier"})
+    if kind == "tool" and key not in registered_tools():
+        raise AutonomyError(f"No registered tool named {key!r}.", errors={"scope": "unknown tool"})
     return kind, key
 
 
@@ -69,10 +71,10 @@ def _settings_parse(
             percent = int(str(sample_percent))
         except ValueError:
             percent = -1
-        if not 0 <= percent <= 100:
+        if not 1 <= percent <= 100:
             raise AutonomyError(
-                "The sample share is a whole percent, 0 to 100.",
-                errors={"sample_percent": "0..100"},
+                "The sample share is a whole percent, 1 to 100 (0 would never be reviewed).",
+                errors={"sample_percent": "1..100"},
             )
     threshold, given = None, confidence_below not in (None, "")
     if given:
@@ -94,8 +96,12 @@ def _compensation_check(*, kind: str, key: str) -> None:
     if kind == "tool":
         tools = [key]
     else:
+        # Every registered tool that can fall in the tier (by policy, argument rule or code
+        # default: the admin's rule), and any tool seen in it.
+        tier = RiskTier.objects.filter(name=key).first()
         tools = sorted(
-            set(ToolPolicy.objects.filter(tier__name=key).values_list("tool", flat=True))
+            set(tier_tools(tier) if tier else [])
+            | set(ToolPolicy.objects.filter(tier__name=key).values_list("tool", flat=True))
             | set(
                 ApprovalRequest.objects.filter(tier=key)
                 .order_by()
