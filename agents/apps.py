@@ -47,5 +47,10 @@ class AgentsConfig(AppConfig):
         from approvals.services.stuck import stuck_outcome_exempt_provider_set
 
         stuck_outcome_exempt_provider_set(remote_connector_told_expression)
+        # ... and the request a canary's agent would open, with a real gate's payload.
+        from agents.canary import canary_request
+        from approvals.canary_templates import canary_request_provider_set
+
+        canary_request_provider_set(canary_request)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -4,6 +4,7 @@ from django.urls import path
 
 from approvals.api import ApprovalDecideApi, ApprovalDetailApi, ApprovalListApi
 from approvals.api_claims import ApprovalAssignApi, ApprovalClaimApi
+from approvals.canary_api import CanaryReportApi
 
 app_name = "approvals_api"
 
@@ -13,4 +14,5 @@ urlpatterns = [
     path("approvals/<str:approval_id>/decision/", ApprovalDecideApi.as_view(), name="decide"),
     path("approvals/<str:approval_id>/claim/", ApprovalClaimApi.as_view(), name="claim"),
     path("approvals/<str:approval_id>/assign/", ApprovalAssignApi.as_view(), name="assign"),
+    path("canaries/report/", CanaryReportApi.as_view(), name="canaries-report"),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from approvals import link_views, slack_views, views, views_claims
+from approvals import canary_views, link_views, slack_views, views, views_claims
 
 app_name = "approvals"
 
@@ -29,4 +29,6 @@ urlpatterns = [
     path("approvals/<int:pk>/release/", views_claims.approval_release_view, name="claim-release"),
     path("approvals/<int:pk>/assign/", views_claims.approval_assign_view, name="assign"),
     path("approvals/<int:pk>/unassign/", views_claims.approval_unassign_view, name="unassign"),
+    # Compliance's canary report (docs/autonomy_canaries.md).
+    path("canaries/", canary_views.canary_report_view, name="canaries"),
 ]

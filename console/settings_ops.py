@@ -126,4 +126,6 @@ WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 1
 STUCK_RUN_GRACE_SECONDS = env_int("STUCK_RUN_GRACE_SECONDS", 300, minimum=60)
 
 # The remote approval service: long poll, outcome deadline (console/settings_remote.py).
+# Canaries: the catch rate below which a reviewer is flagged (console/settings_canary.py).
+from console.settings_canary import *  # noqa: E402, F403
 from console.settings_remote import *  # noqa: E402, F403

@@ -1,14 +1,17 @@
 """The ledger's fence: no effect of a cancelled run starts (compensations still run), and
-none unless this worker still holds the run's live lease (invariants 6 and 14)."""
+none unless this worker still holds the run's live lease (invariants 6 and 14); none of a
+canary run, ever."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from agents.effects.canary import canary_refuse
 from agents.effects.errors import LeaseNotHeld, RunCancelled
-from approvals.models import AgentRun
+from approvals.models import AgentRun, Canary
 
 
 def fence(run_id: str, *, compensating: bool, owner: str | None) -> None:
@@ -17,10 +20,13 @@ def fence(run_id: str, *, compensating: bool, owner: str | None) -> None:
     run = (
         AgentRun.objects.filter(pk=run_id)
         .only("cancel_requested", "lease_owner", "lease_expires_at")
+        .annotate(fence_canary=Exists(Canary.objects.filter(run_id=OuterRef("pk"))))
         .first()
     )
     if run is None:
         return
+    if run.fence_canary:  # inert by construction: refused before anything else
+        canary_refuse(run_id=run_id)
     fence_check(
         run_id,
         compensating=compensating,

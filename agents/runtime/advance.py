@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from langgraph.types import Command
 
+from agents.effects.canary import is_canary_run
 from agents.effects.compensation import run_compensate
 from agents.effects.errors import (
     AdvanceDeadline,
@@ -79,6 +80,12 @@ def run_advance(*, run_id: Any) -> str:
 
 
 def _run_advance(*, run_id: Any) -> str:
+    if is_canary_run(run_id):
+        # A planted test proposal has no thread: a resume would start the graph from scratch.
+        # Its approval closed it already (approvals/services/canaries.py); nothing is invoked,
+        # and the wake flag a decision set is cleared (recovery would queue it again).
+        AgentRun.objects.filter(pk=run_id, wake_requested=True).update(wake_requested=False)
+        return "skipped: canary, nothing to invoke"
     owner = lease_owner_new()
     taken_at = time.monotonic()  # before the lease is written: its expiry counts from here
     try:

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.canary_selectors import CatchRate, catch_rates
 from approvals.rollup_pending import pending_cells
 from approvals.rollup_runs import runs_by_status_days
 from approvals.rollups import ALPHA
@@ -67,13 +68,20 @@ def _rows_by_group(
 
 
 def _table(
-    rows: list[MetricsRow], *, group: str, now: dt.datetime, queue: dict | None = None
+    rows: list[MetricsRow],
+    *,
+    group: str,
+    now: dt.datetime,
+    queue: dict | None = None,
+    since: dt.datetime | None = None,
 ) -> list[MetricsRow]:
     rows = queue_fill(rows, group=group, now=now, found=queue)
     if group in ("reviewer", "tool"):
         rate, median = fatigue_thresholds()
+        caught = catch_rates(since=since, now=now) if group == "reviewer" else {}
         for row in rows:
-            row.fatigue = _is_fatigued(row, rate=rate, median=median)
+            row.canaries = caught.get(row.key)
+            row.fatigue = _is_fatigued(row, rate=rate, median=median) or _misses(row.canaries)
     rows.sort(key=lambda row: (-row.requests, -row.queue_depth, row.label))
     return rows
 
@@ -81,7 +89,7 @@ def _table(
 def metrics_rows(*, group: str, since: dt.datetime, now: dt.datetime) -> list[MetricsRow]:
     """The table: one row per group, most requests first; fatigue flags for reviewer and tool."""
     rows = _rows_by_group(groups=(group,), since=since, now=now)[group]
-    return _table(rows, group=group, now=now)
+    return _table(rows, group=group, now=now, since=since)
 
 
 def metrics_total(*, since: dt.datetime, now: dt.datetime) -> MetricsRow:
@@ -101,6 +109,16 @@ def _is_fatigued(row: MetricsRow, *, rate: float, median: float) -> bool:
     )
 
 
+def _misses(canaries: CatchRate | None) -> bool:
+    """Catches too few canaries: below AUTONOMY_CANARY_FATIGUE_CATCH_RATE, with at least
+    AUTONOMY_CANARY_MIN_SEEN of them counted (caught or missed)."""
+    return (
+        canaries is not None
+        and canaries.counted >= settings.AUTONOMY_CANARY_MIN_SEEN
+        and (canaries.rate or 0.0) < settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE
+    )
+
+
 def metrics_fatigue(
     *,
     since: dt.datetime,
@@ -113,19 +131,35 @@ def metrics_fatigue(
     if missing:
         computed.update(_rows_by_group(groups=missing, since=since, now=now))
     rate, median = fatigue_thresholds()
+    caught = catch_rates(since=since, now=now)
     flags: list[FatigueFlag] = []
     for dimension in ("reviewer", "tool"):
-        for row in sorted(computed[dimension], key=lambda row: row.label):
-            if _is_fatigued(row, rate=rate, median=median):
-                flags.append(
-                    FatigueFlag(
-                        dimension=dimension,
-                        key=row.key,
-                        approve_rate=row.rates["approve"] or 0.0,
-                        median_seconds=row.median_seconds or 0.0,
-                        decisions=row.person_decisions,
-                    )
+        rows = {row.key: row for row in computed[dimension]}
+        if dimension == "reviewer":  # a reviewer with canaries only still has a row here
+            rows.update({key: MetricsRow(key=key) for key in caught if key not in rows})
+        for row in sorted(rows.values(), key=lambda row: row.label):
+            canaries = caught.get(row.key) if dimension == "reviewer" else None
+            fast = _is_fatigued(row, rate=rate, median=median)
+            misses = _misses(canaries)
+            if not (fast or misses):
+                continue
+            reasons = ["approves almost everything, fast"] if fast else []
+            if misses:
+                reasons.append(
+                    f"caught {canaries.caught} of {canaries.counted} canaries "
+                    f"(below {settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE:.0%})"
                 )
+            flags.append(
+                FatigueFlag(
+                    dimension=dimension,
+                    key=row.key,
+                    approve_rate=row.rates["approve"] or 0.0,
+                    median_seconds=row.median_seconds or 0.0,
+                    decisions=row.person_decisions,
+                    reason="; ".join(reasons),
+                    catch_rate=canaries.rate if canaries else None,
+                )
+            )
     return flags
 
 
@@ -200,7 +234,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         fatigue_median_seconds=median,
         total=total,
         fatigue=metrics_fatigue(since=since, now=now, computed=computed),
-        rows=_table(computed[group], group=group, now=now, queue=queue[group]),
+        rows=_table(computed[group], group=group, now=now, queue=queue[group], since=since),
         decisions_per_day=per_day,
         time_to_decision=time_to_decision,
         queue_age=metrics_queue_age(now=now),
@@ -228,6 +262,18 @@ def row_as_dict(row: MetricsRow) -> dict[str, Any]:
         "oldest_pending_at": row.oldest_pending_at,
         "oldest_pending_age_seconds": row.oldest_pending_age_seconds,
         "fatigue": row.fatigue,
+        "canaries": _canaries_dict(row.canaries),
+    }
+
+
+def _canaries_dict(canaries: CatchRate | None) -> dict[str, Any] | None:
+    if canaries is None:
+        return None
+    return {
+        "seen": canaries.seen,
+        "caught": canaries.caught,
+        "missed": canaries.missed,
+        "catch_rate": canaries.rate,
     }
 
 
@@ -240,6 +286,8 @@ def report_as_dict(report: MetricsReport) -> dict[str, Any]:
         "fatigue_thresholds": {
             "approval_rate": report.fatigue_approval_rate,
             "median_seconds": report.fatigue_median_seconds,
+            "canary_catch_rate": settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE,
+            "canary_min_seen": settings.AUTONOMY_CANARY_MIN_SEEN,
         },
         "total": row_as_dict(report.total),
         "rows": [row_as_dict(row) for row in report.rows],
@@ -250,6 +298,8 @@ def report_as_dict(report: MetricsReport) -> dict[str, Any]:
                 "approve_rate": flag.approve_rate,
                 "median_seconds": flag.median_seconds,
                 "decisions": flag.decisions,
+                "reason": flag.reason,
+                "catch_rate": flag.catch_rate,
             }
             for flag in report.fatigue
         ],

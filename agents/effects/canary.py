@@ -1,0 +1,42 @@
+"""A canary run's effects never run (docs/autonomy_canaries.md).
+
+The claim's fenced INSERT refuses any effect of a run that has a Canary row (the NOT EXISTS in
+agents/effects/claim.py: one statement, no window); the fence and the approval read say why
+and audit "effect.refused" {"reason": "canary run"}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agents.effects.errors import LedgerError
+from approvals.models import Canary
+from audit.services import event_record
+
+ACTOR = "system:ledger"
+
+
+class CanaryRunRefused(LedgerError):
+    """The run is a canary (a test proposal planted by compliance): none of its effects run."""
+
+
+def is_canary_run(run_id: Any) -> bool:
+    return Canary.objects.filter(run_id=run_id).exists()
+
+
+def canary_refuse(*, run_id: Any, approval_id: int | None = None) -> None:
+    """Audit "effect.refused" for an effect of a canary run and raise CanaryRunRefused."""
+    with transaction.atomic():
+        event_record(
+            action="effect.refused",
+            actor=ACTOR,
+            run_id=run_id,
+            approval_id=approval_id,
+            data={"reason": "canary run"},
+        )
+    raise CanaryRunRefused(
+        f"run {run_id} is a canary (a test proposal planted by compliance): "
+        "its tools are inert, nothing runs"
+    )
