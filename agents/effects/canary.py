@@ -21,22 +21,33 @@ ACTOR = "system:ledger"
 class CanaryRunRefused(LedgerError):
     """The run is a canary (a test proposal planted by compliance): none of its effects run."""
 
+    run_id: Any = None
+    approval_id: int | None = None
+
 
 def is_canary_run(run_id: Any) -> bool:
     return Canary.objects.filter(run_id=run_id).exists()
 
 
 def canary_refuse(*, run_id: Any, approval_id: int | None = None) -> None:
-    """Audit "effect.refused" for an effect of a canary run and raise CanaryRunRefused."""
+    """Raise CanaryRunRefused; the ledger audits it once the claim's transaction is over
+    (``canary_audit``: an event written inside it would roll back with it)."""
+    exc = CanaryRunRefused(
+        f"run {run_id} is a canary (a test proposal planted by compliance): "
+        "its tools are inert, nothing runs"
+    )
+    exc.run_id, exc.approval_id = run_id, approval_id
+    raise exc
+
+
+def canary_audit(exc: CanaryRunRefused, *, key: str, tool: str) -> None:
+    """Audit "effect.refused" {"reason": "canary run"} in a transaction of its own."""
     with transaction.atomic():
         event_record(
             action="effect.refused",
             actor=ACTOR,
-            run_id=run_id,
-            approval_id=approval_id,
-            data={"reason": "canary run"},
+            run_id=exc.run_id,
+            approval_id=exc.approval_id,
+            tool=tool,
+            data={"key": key, "reason": "canary run"},
         )
-    raise CanaryRunRefused(
-        f"run {run_id} is a canary (a test proposal planted by compliance): "
-        "its tools are inert, nothing runs"
-    )

@@ -5,11 +5,13 @@ canary run, ever."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from agents.effects.canary import canary_refuse
+from agents.effects.canary import CanaryRunRefused, canary_audit, canary_refuse
 from agents.effects.errors import LeaseNotHeld, RunCancelled
 from approvals.models import AgentRun, Canary
 
@@ -53,3 +55,14 @@ def fence_check(
         return
     if lease_owner != owner or not lease_expires_at or lease_expires_at <= timezone.now():
         raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
+
+
+@contextmanager
+def canary_audited(*, key: str, tool: str) -> Iterator[None]:
+    """Around one ledger call: a canary run's refusal is audited once the call is over, so the
+    event outlives the claim's rolled-back transaction."""
+    try:
+        yield
+    except CanaryRunRefused as exc:
+        canary_audit(exc, key=key, tool=tool)
+        raise
