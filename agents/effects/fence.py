@@ -5,8 +5,9 @@ canary run, ever."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
@@ -57,12 +58,16 @@ def fence_check(
         raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
 
 
-@contextmanager
-def canary_audited(*, key: str, tool: str) -> Iterator[None]:
+def canary_audited(call: Callable[..., Any]) -> Callable[..., Any]:
     """Around one ledger call: a canary run's refusal is audited once the call is over, so the
     event outlives the claim's rolled-back transaction."""
-    try:
-        yield
-    except CanaryRunRefused as exc:
-        canary_audit(exc, key=key, tool=tool)
-        raise
+
+    @functools.wraps(call)
+    def audited(*, key: str, tool: str, **kw: Any) -> Any:
+        try:
+            return call(key=key, tool=tool, **kw)
+        except CanaryRunRefused as exc:
+            canary_audit(exc, key=key, tool=tool)
+            raise
+
+    return audited

@@ -91,10 +91,10 @@ def effect_get(*, key: str) -> Effect | None:
 def _execute(*, run_id: str, key: str, tool: str, compensates: Effect | None, **kw: Any) -> Any:
     """One ledger call (``_call``) in its ``tool.call`` span (effects.tracing)."""
     with tool_call_span(tool=tool, key=key, run_id=run_id, compensating=compensates is not None):
-        with canary_audited(key=key, tool=tool):  # a canary's run: refused, audited once over
-            return _call(run_id=run_id, key=key, tool=tool, compensates=compensates, **kw)
+        return _call(run_id=run_id, key=key, tool=tool, compensates=compensates, **kw)
 
 
+@canary_audited  # a canary run's refusal is audited once the call (and its claim) is over
 def _call(
     *,
     run_id: str,

@@ -118,9 +118,7 @@ def test_a_canary_that_expires_into_approve_runs_nothing(demo_policy, graph_call
     _assert_inert(canary, graph_calls)
 
 
-def test_a_critical_canary_rollback_runs_nothing_after_its_quorum(
-    demo_policy, carol, graph_calls
-):
+def test_a_critical_canary_rollback_runs_nothing_after_its_quorum(demo_policy, carol, graph_calls):
     from tests.support.people import person
 
     canary = plant("rollback_wrong_service", tier="critical")

@@ -91,6 +91,8 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals:claim-release": POST_ONLY,
     "approvals:assign": POST_ONLY,
     "approvals:unassign": POST_ONLY,
+    # The canary report (docs/autonomy_canaries.md): compliance and admins, like the audit log.
+    "approvals:canaries": _for(COMPLIANCE, {200}, {403}, {LOGIN}),
     "agents:runs": ANY_SIGNED_IN,
     "agents:run-new": ANY_SIGNED_IN,
     "agents:run": _by_role({OBJECT}, anonymous={LOGIN}),
@@ -121,6 +123,7 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals_api:decide": _by_role({405}, anonymous={401, 403}),
     "approvals_api:claim": _by_role({405}, anonymous={401, 403}),
     "approvals_api:assign": _by_role({405}, anonymous={401, 403}),
+    "approvals_api:canaries-report": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     # External agents' API (agents/remote/): an agent key only; a person is refused (403).
     "remote_api:requests": _by_role({403}, anonymous={401}),
     "remote_api:request": _by_role({403}, anonymous={401}),
