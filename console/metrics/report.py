@@ -79,6 +79,8 @@ def _table(
     if group in ("reviewer", "tool"):
         rate, median = fatigue_thresholds()
         caught = catch_rates(since=since, now=now) if group == "reviewer" else {}
+        known = {row.key for row in rows}  # a reviewer who decided canaries only has a row too
+        rows += [MetricsRow(key=key) for key in caught if key not in known]
         for row in rows:
             row.canaries = caught.get(row.key)
             row.fatigue = _is_fatigued(row, rate=rate, median=median) or _misses(row.canaries)
