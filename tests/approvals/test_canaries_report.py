@@ -14,7 +14,6 @@ from tests.support.approvals import decide
 from tests.support.browser import collected_static, live_server_tab  # noqa: F401
 from tests.support.people import client_for, rest_client_for
 
-
 TEMPLATES = ["refund_doubled_amount", "refund_unknown_account"]
 
 
