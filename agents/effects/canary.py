@@ -12,7 +12,6 @@ from typing import Any
 from django.db import transaction
 
 from agents.effects.errors import LedgerError
-from approvals.models import Canary
 from audit.services import event_record
 
 ACTOR = "system:ledger"
@@ -23,10 +22,6 @@ class CanaryRunRefused(LedgerError):
 
     run_id: Any = None
     approval_id: int | None = None
-
-
-def is_canary_run(run_id: Any) -> bool:
-    return Canary.objects.filter(run_id=run_id).exists()
 
 
 def canary_refuse(*, run_id: Any, approval_id: int | None = None) -> None:

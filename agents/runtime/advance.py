@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import transaction
 from langgraph.types import Command
 
-from agents.effects.canary import is_canary_run
 from agents.effects.compensation import run_compensate
 from agents.effects.errors import (
     AdvanceDeadline,
@@ -34,6 +33,7 @@ from agents.runtime.lease import (
     Heartbeat,
     LeaseLost,
     RunErased,
+    RunIsCanary,
     lease_acquire,
     lease_epoch_raise,
     lease_owner_new,
@@ -80,18 +80,18 @@ def run_advance(*, run_id: Any) -> str:
 
 
 def _run_advance(*, run_id: Any) -> str:
-    if is_canary_run(run_id):
-        # A planted test proposal has no thread: a resume would start the graph from scratch.
-        # Its approval closed it already (approvals/services/canaries.py); nothing is invoked,
-        # and the wake flag a decision set is cleared (recovery would queue it again).
-        AgentRun.objects.filter(pk=run_id, wake_requested=True).update(wake_requested=False)
-        return "skipped: canary, nothing to invoke"
     owner = lease_owner_new()
     taken_at = time.monotonic()  # before the lease is written: its expiry counts from here
     try:
         run = lease_acquire(run_id=run_id, owner=owner)
     except RunErased:
         return "erased"
+    except RunIsCanary:
+        # A planted test proposal has no thread: a resume would start the graph from scratch.
+        # Its approval closed it already (approvals/services/canaries.py); nothing is invoked,
+        # and the wake flag a decision set is cleared (recovery would queue it again).
+        AgentRun.objects.filter(pk=run_id, wake_requested=True).update(wake_requested=False)
+        return "skipped: canary, nothing to invoke"
     if run is None:
         return "skipped: leased elsewhere or unknown"
     run_log_thread_set(run.thread_id)

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals import canary_templates
@@ -121,6 +122,12 @@ def canary_outcome_for(status: str) -> str:
     return Canary.Outcome.EXPIRED
 
 
+def canary_exists() -> Exists:
+    """Annotate an approval read with whether it is a canary's (``is_canary``): its close then
+    needs no query of its own."""
+    return Exists(Canary.objects.filter(approval_id=OuterRef("pk")))
+
+
 def canary_close(
     *,
     approval: ApprovalRequest,
@@ -130,7 +137,10 @@ def canary_close(
     expired: bool = False,
 ) -> Canary | None:
     """In the decision's transaction: the canary's outcome, and its run completed without
-    anything invoked. None when ``approval`` is not a canary's (one query)."""
+    anything invoked. None when ``approval`` is not a canary's (one query, none when the
+    approval was read with ``canary_exists()`` and is not one)."""
+    if getattr(approval, "is_canary", None) is False:
+        return None
     canary = Canary.objects.filter(approval_id=approval.pk, outcome="").first()
     if canary is None:
         return None
