@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from approvals.models import AgentRun, ApprovalRequest
+from approvals.models import AgentRun, ApprovalRequest, Canary
 from approvals.rollup_models import (
     MetricsCount,
     MetricsHistogram,
@@ -38,6 +39,17 @@ from approvals.rollups import (
 )
 
 
+def _canaries_exist() -> bool:
+    """Whether the canary table exists yet (migration 0018 rebuilds before 0028 made it)."""
+    return Canary._meta.db_table in connection.introspection.table_names()
+
+
+def _canary_q() -> Q:
+    if not _canaries_exist():
+        return Q(pk__in=[])
+    return Q(Exists(Canary.objects.filter(approval_id=OuterRef("pk"))))
+
+
 def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = print) -> int:
     """Rebuild the rollups from every closed approval; returns how many were counted.
 
@@ -53,6 +65,7 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
     started = time.perf_counter()
     closed = (
         ApprovalRequest.objects.exclude(status=Status.PENDING)
+        .exclude(_canary_q())  # canaries are not requests
         .order_by("created_at")
         .values_list(
             "created_at",
@@ -197,6 +210,11 @@ def _level0_by_sql() -> int:
         "AS group_key "
         f"FROM {approvals} a JOIN {AgentRun._meta.db_table} r ON r.id = a.run_id "
         "LEFT JOIN auth_user u ON u.id = a.decided_by_id WHERE a.status <> 'pending'"
+        + (
+            f" AND NOT EXISTS (SELECT 1 FROM {Canary._meta.db_table} c WHERE c.approval_id = a.id)"
+            if _canaries_exist()
+            else ""
+        )
     )
     bucket = (
         f"CASE WHEN seconds < {MIN_SECONDS} THEN {ZERO_BUCKET} "

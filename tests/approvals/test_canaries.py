@@ -206,3 +206,15 @@ def test_a_plans_templates_limit_what_it_plants(demo_policy):
     for _ in range(3):
         canary_plant(plan=plan)
     assert set(Canary.objects.values_list("template", flat=True)) == {"refund_unknown_account"}
+
+
+def test_a_rebuild_of_the_rollups_leaves_canaries_out_too(demo_policy, alice, bob):
+    from approvals.rollup_rebuild import rollups_rebuild
+
+    real = request_approval(requester=alice, tier="write")
+    decide(real, bob, "approve")
+    counted = sorted(MetricsCount.objects.values_list("dimension", "group_key", "n"))
+    canary = plant()
+    decide(ApprovalRequest.objects.get(pk=canary.approval_id), bob, "approve")
+    rollups_rebuild(progress=lambda line: None)
+    assert sorted(MetricsCount.objects.values_list("dimension", "group_key", "n")) == counted
