@@ -198,6 +198,11 @@ def _level0_by_sql() -> int:
         )
         + f"ELSE '{len(TTD_BAR_BOUNDS)}' END"
     )
+    not_canary = (  # canaries are not requests
+        f" AND NOT EXISTS (SELECT 1 FROM {Canary._meta.db_table} c WHERE c.approval_id = a.id)"
+        if _canaries_exist()
+        else ""
+    )
     closed = (
         "SELECT (a.created_at AT TIME ZONE 'UTC')::date - DATE '1970-01-01' AS day, "
         f"{outcome} AS outcome, a.decided_by_id IS NOT NULL AS person, "
@@ -209,12 +214,7 @@ def _level0_by_sql() -> int:
         "CASE WHEN a.decided_by_id IS NOT NULL THEN u.username ELSE a.decided_by_label END]) "
         "AS group_key "
         f"FROM {approvals} a JOIN {AgentRun._meta.db_table} r ON r.id = a.run_id "
-        "LEFT JOIN auth_user u ON u.id = a.decided_by_id WHERE a.status <> 'pending'"
-        + (
-            f" AND NOT EXISTS (SELECT 1 FROM {Canary._meta.db_table} c WHERE c.approval_id = a.id)"
-            if _canaries_exist()
-            else ""
-        )
+        "LEFT JOIN auth_user u ON u.id = a.decided_by_id WHERE a.status <> 'pending'" + not_canary
     )
     bucket = (
         f"CASE WHEN seconds < {MIN_SECONDS} THEN {ZERO_BUCKET} "
@@ -242,7 +242,7 @@ def _level0_by_sql() -> int:
             "(level, block, dimension, group_key, outcome, n, escalated, reminded) "
             "SELECT 0, (a.decided_at AT TIME ZONE %s)::date - DATE '1970-01-01', 'day', '', "
             f"{outcome}, COUNT(*), 0, 0 FROM {approvals} a "
-            "WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL GROUP BY 2, 5",
+            f"WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL{not_canary} GROUP BY 2, 5",
             [str(timezone.get_current_timezone())],
         )
         cursor.execute(f"SELECT COUNT(*) FROM {approvals} WHERE status <> 'pending'")

@@ -74,11 +74,15 @@ def _table(
     now: dt.datetime,
     queue: dict | None = None,
     since: dt.datetime | None = None,
+    caught: dict[str, CatchRate] | None = None,
 ) -> list[MetricsRow]:
     rows = queue_fill(rows, group=group, now=now, found=queue)
     if group in ("reviewer", "tool"):
         rate, median = fatigue_thresholds()
-        caught = catch_rates(since=since, now=now) if group == "reviewer" else {}
+        if group != "reviewer":
+            caught = {}
+        elif caught is None:
+            caught = catch_rates(since=since, now=now)
         known = {row.key for row in rows}  # a reviewer who decided canaries only has a row too
         rows += [MetricsRow(key=key) for key in caught if key not in known]
         for row in rows:
@@ -126,14 +130,17 @@ def metrics_fatigue(
     since: dt.datetime,
     now: dt.datetime,
     computed: dict[str | None, list[MetricsRow]] | None = None,
+    caught: dict[str, CatchRate] | None = None,
 ) -> list[FatigueFlag]:
-    """Reviewers and tools that approve almost everything, fast. ``computed`` reuses rows."""
+    """Reviewers and tools that approve almost everything, fast, and reviewers who miss
+    canaries. ``computed`` and ``caught`` (the catch rates) reuse what was read."""
     computed = dict(computed or {})
     missing = tuple(d for d in ("reviewer", "tool") if d not in computed)
     if missing:
         computed.update(_rows_by_group(groups=missing, since=since, now=now))
     rate, median = fatigue_thresholds()
-    caught = catch_rates(since=since, now=now)
+    if caught is None:
+        caught = catch_rates(since=since, now=now)
     flags: list[FatigueFlag] = []
     for dimension in ("reviewer", "tool"):
         rows = {row.key: row for row in computed[dimension]}
@@ -226,6 +233,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         # Runs created on the window's whole UTC days, from the trigger-kept counts.
         runs_by_status = runs_by_status_days(first=first, last=last)
     [total] = queue_fill(computed[None], group=None, now=now, found=queue[None])
+    caught = catch_rates(since=since, now=now)  # each reviewer's canaries (one query)
     rate, median = fatigue_thresholds()
     return MetricsReport(
         window_days=window_days,
@@ -235,8 +243,8 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         fatigue_approval_rate=rate,
         fatigue_median_seconds=median,
         total=total,
-        fatigue=metrics_fatigue(since=since, now=now, computed=computed),
-        rows=_table(computed[group], group=group, now=now, queue=queue[group], since=since),
+        fatigue=metrics_fatigue(since=since, now=now, computed=computed, caught=caught),
+        rows=_table(computed[group], group=group, now=now, queue=queue[group], caught=caught),
         decisions_per_day=per_day,
         time_to_decision=time_to_decision,
         queue_age=metrics_queue_age(now=now),
