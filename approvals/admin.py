@@ -8,6 +8,7 @@ from django.db import models, transaction
 
 from approvals.admin_forms import RiskTierAdminForm, ToolPolicyAdminForm, ToolPolicyRuleFormSet
 from approvals.autonomy_admin import AutonomyRuleAdmin  # noqa: F401 (registers its admin)
+from approvals.canary_admin import CanaryPlanAdmin  # noqa: F401 (registers canary plans)
 from approvals.link_admin import WebhookEndpointAdminForm  # registers the links' admin too
 from approvals.models import (
     AgentRun,

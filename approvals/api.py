@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals import selectors, services
+from approvals.canary_api import ApprovalDecidedSerializer, approval_decided_data
 from approvals.changes import approval_changes, changes_digest
 from approvals.claim_selectors import claims_attach
 from approvals.deadlines import approval_deadlines
@@ -283,7 +284,7 @@ class ApprovalDecideApi(APIView):
         parameters=[APPROVAL_ID],
         request=InputSerializer,
         responses={
-            200: ApprovalSerializer,
+            200: ApprovalDecidedSerializer,
             400: ErrorSerializer,
             403: ErrorSerializer,
             404: ErrorSerializer,
@@ -319,4 +320,4 @@ class ApprovalDecideApi(APIView):
             changes_seen=data["changes_seen"] or None,
             reason=data["reason"],
         )
-        return Response(ApprovalSerializer(approval).data, status=status.HTTP_200_OK)
+        return Response(approval_decided_data(approval, request.user), status=status.HTTP_200_OK)

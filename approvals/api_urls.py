@@ -10,6 +10,7 @@ from approvals.autonomy_api import (
     AutonomousActionListApi,
     AutonomousActionReviewApi,
 )
+from approvals.canary_api import CanaryReportApi
 
 app_name = "approvals_api"
 
@@ -34,4 +35,5 @@ urlpatterns = [
         AutonomousActionReviewApi.as_view(),
         name="autonomous-action-review",
     ),
+    path("canaries/report/", CanaryReportApi.as_view(), name="canaries-report"),
 ]

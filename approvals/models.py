@@ -281,6 +281,7 @@ from approvals.autonomy_models import (  # noqa: E402, F401
     AutonomyRule,
     ShadowVerdict,
 )
+from approvals.canary_models import Canary, CanaryPlan  # noqa: E402, F401
 from approvals.link_models import DecisionLink, SlackIdentity  # noqa: E402, F401
 from approvals.outcome_models import ApprovalOutcome  # noqa: E402, F401
 from approvals.policy_models import (  # noqa: E402, F401

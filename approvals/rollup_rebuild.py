@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from approvals.models import AgentRun, ApprovalRequest
+from approvals.models import AgentRun, ApprovalRequest, Canary
 from approvals.rollup_models import (
     MetricsCount,
     MetricsHistogram,
@@ -38,6 +39,17 @@ from approvals.rollups import (
 )
 
 
+def _canaries_exist() -> bool:
+    """Whether the canary table exists yet (migration 0018 rebuilds before 0028 made it)."""
+    return Canary._meta.db_table in connection.introspection.table_names()
+
+
+def _canary_q() -> Q:
+    if not _canaries_exist():
+        return Q(pk__in=[])
+    return Q(Exists(Canary.objects.filter(approval_id=OuterRef("pk"))))
+
+
 def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = print) -> int:
     """Rebuild the rollups from every closed approval; returns how many were counted.
 
@@ -53,6 +65,7 @@ def rollups_rebuild(*, batch: int = 50_000, progress: Callable[[str], Any] = pri
     started = time.perf_counter()
     closed = (
         ApprovalRequest.objects.exclude(status=Status.PENDING)
+        .exclude(_canary_q())  # canaries are not requests
         .order_by("created_at")
         .values_list(
             "created_at",
@@ -185,6 +198,11 @@ def _level0_by_sql() -> int:
         )
         + f"ELSE '{len(TTD_BAR_BOUNDS)}' END"
     )
+    not_canary = (  # canaries are not requests
+        f" AND NOT EXISTS (SELECT 1 FROM {Canary._meta.db_table} c WHERE c.approval_id = a.id)"
+        if _canaries_exist()
+        else ""
+    )
     closed = (
         "SELECT (a.created_at AT TIME ZONE 'UTC')::date - DATE '1970-01-01' AS day, "
         f"{outcome} AS outcome, a.decided_by_id IS NOT NULL AS person, "
@@ -196,7 +214,7 @@ def _level0_by_sql() -> int:
         "CASE WHEN a.decided_by_id IS NOT NULL THEN u.username ELSE a.decided_by_label END]) "
         "AS group_key "
         f"FROM {approvals} a JOIN {AgentRun._meta.db_table} r ON r.id = a.run_id "
-        "LEFT JOIN auth_user u ON u.id = a.decided_by_id WHERE a.status <> 'pending'"
+        "LEFT JOIN auth_user u ON u.id = a.decided_by_id WHERE a.status <> 'pending'" + not_canary
     )
     bucket = (
         f"CASE WHEN seconds < {MIN_SECONDS} THEN {ZERO_BUCKET} "
@@ -224,7 +242,7 @@ def _level0_by_sql() -> int:
             "(level, block, dimension, group_key, outcome, n, escalated, reminded) "
             "SELECT 0, (a.decided_at AT TIME ZONE %s)::date - DATE '1970-01-01', 'day', '', "
             f"{outcome}, COUNT(*), 0, 0 FROM {approvals} a "
-            "WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL GROUP BY 2, 5",
+            f"WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL{not_canary} GROUP BY 2, 5",
             [str(timezone.get_current_timezone())],
         )
         cursor.execute(f"SELECT COUNT(*) FROM {approvals} WHERE status <> 'pending'")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from approvals.notifications import notification_deliver as _deliver
 from approvals.notifications import notifications_deliver as _deliver_many
 from approvals.services import approvals_sweep as _sweep
+from approvals.services.canaries import canaries_plant_due as _canaries
 from approvals.services.slack import slack_respond as _slack_respond
 from approvals.services.stuck import stuck_sweep as _stuck
 from core.sealing import scoped
@@ -14,8 +15,9 @@ from core.sealing import scoped
 @scoped
 def approvals_sweep() -> dict[str, int]:
     """Every minute (Schedule): remind, escalate, expire, retry notifications; then raise and
-    clear stuck runs and queues (approvals/services/stuck.py)."""
-    return {**_sweep(), **_stuck()}
+    clear stuck runs and queues (approvals/services/stuck.py); then plant the canaries due
+    (approvals/services/canaries.py)."""
+    return {**_sweep(), **_stuck(), "canaries": _canaries()}
 
 
 @scoped

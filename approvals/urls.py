@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from approvals import autonomy_views, link_views, slack_views, views, views_batches, views_claims
+from approvals import (
+    autonomy_views,
+    canary_views,
+    link_views,
+    slack_views,
+    views,
+    views_batches,
+    views_claims,
+)
 
 app_name = "approvals"
 
@@ -41,4 +49,6 @@ urlpatterns = [
     path("after/", autonomy_views.after_queue, name="after-queue"),
     path("after/<int:action_id>/", autonomy_views.after_detail, name="after-detail"),
     path("after/<int:action_id>/review/", autonomy_views.after_review, name="after-review"),
+    # Compliance's canary report (docs/autonomy_canaries.md).
+    path("canaries/", canary_views.canary_report_view, name="canaries"),
 ]

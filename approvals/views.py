@@ -14,6 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from approvals import policy, services
 from approvals.batch_selectors import batch_offered
+from approvals.canary_selectors import canary_told_for
 from approvals.claim_selectors import claims_attach
 from approvals.contract import is_console_payload
 from approvals.decision_context import decision_context, outcome_context
@@ -21,6 +22,7 @@ from approvals.forms import ArgsEditForm, MessageForm, QueueFilterForm
 from approvals.models import ApprovalRequest
 from approvals.permissions import user_may_decide
 from approvals.selectors import approval_get, approval_list_pending, approval_quorum
+from approvals.services.canaries import canary_told
 from core.errors import ApplicationError
 from core.pagination import keyset_page
 from core.sealing import is_erased
@@ -146,7 +148,16 @@ def _detail_context(
         "changes_refused": changes_refused,
         "reject_reasons": ApprovalRequest.RejectReason.choices,
         **outcome_context(approval),
+        # After the final decision only: a planted test proposal says so to who decided it.
+        "canary_told": _canary_told(approval, request.user),
     }
+
+
+def _canary_told(approval: ApprovalRequest, user: Any) -> dict[str, Any] | None:
+    told = canary_told_for(approval=approval, user=user)
+    if told and told["decided"]:
+        canary_told(canary=told["canary"])
+    return told
 
 
 def _decision_refused(
@@ -318,4 +329,11 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("approvals:queue")
     verb = DECIDED_VERBS.get(decided.status, decided.status)
     messages.success(request, f"You {verb} {decided.tool} (approval #{decided.pk}).")
+    told = _canary_told(decided, request.user)
+    if told:
+        messages.warning(
+            request,
+            f"Approval #{decided.pk} was a test proposal planted by compliance "
+            f"({told['title']}). {told['line']}",
+        )
     return redirect("approvals:queue")

@@ -172,6 +172,15 @@ MetricsRates = _keyed("MetricsRates", OUTCOMES, serializers.FloatField)
 MetricsPercentiles = _keyed("MetricsPercentiles", ("p50", "p90", "p95"), serializers.FloatField)
 
 
+class MetricsCanariesSerializer(serializers.Serializer):
+    seen = serializers.IntegerField()
+    caught = serializers.IntegerField()
+    missed = serializers.IntegerField()
+    catch_rate = serializers.FloatField(
+        allow_null=True, help_text="caught / (caught + missed); expired canaries do not count."
+    )
+
+
 class MetricsRowSerializer(serializers.Serializer):
     key = serializers.CharField()
     label = serializers.CharField()
@@ -187,6 +196,9 @@ class MetricsRowSerializer(serializers.Serializer):
     oldest_pending_at = serializers.DateTimeField(allow_null=True)
     oldest_pending_age_seconds = serializers.FloatField(allow_null=True)
     fatigue = serializers.BooleanField()
+    canaries = MetricsCanariesSerializer(
+        allow_null=True, help_text="Reviewer rows: canaries decided in the window; else null."
+    )
 
 
 class MetricsFatigueSerializer(serializers.Serializer):
@@ -195,6 +207,8 @@ class MetricsFatigueSerializer(serializers.Serializer):
     approve_rate = serializers.FloatField()
     median_seconds = serializers.FloatField()
     decisions = serializers.IntegerField()
+    reason = serializers.CharField()
+    catch_rate = serializers.FloatField(allow_null=True)
 
 
 class MetricsBucketSerializer(serializers.Serializer):
@@ -214,6 +228,8 @@ class MetricsDaySerializer(serializers.Serializer):
 class MetricsThresholdsSerializer(serializers.Serializer):
     approval_rate = serializers.FloatField()
     median_seconds = serializers.FloatField()
+    canary_catch_rate = serializers.FloatField()
+    canary_min_seen = serializers.IntegerField()
 
 
 class MetricsApi(APIView):

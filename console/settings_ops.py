@@ -128,4 +128,7 @@ STUCK_RUN_GRACE_SECONDS = env_int("STUCK_RUN_GRACE_SECONDS", 300, minimum=60)
 # The remote approval service: long poll, outcome deadline (console/settings_remote.py).
 # Graduated autonomy's advice thresholds (console/settings_autonomy.py).
 from console.settings_autonomy import *  # noqa: E402, F403
+
+# Canaries: the catch rate below which a reviewer is flagged (console/settings_canary.py).
+from console.settings_canary import *  # noqa: E402, F403
 from console.settings_remote import *  # noqa: E402, F403

@@ -6,6 +6,7 @@ import csv
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -124,6 +125,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "window_choices": WINDOW_CHOICES,
         "dead_runs": report.runs_by_status.get("dead", 0),
         "stuck": ops_stuck_open(),
+        "canary_catch_rate": settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE,
+        "canary_min_seen": settings.AUTONOMY_CANARY_MIN_SEEN,
     }
     return render(request, "console/metrics.html", context)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 
+from agents.effects.canary import canary_refuse
 from agents.effects.errors import EffectApprovalMisuse, EffectArgsMismatch, EffectTierRose
 from agents.tools import tool_find
 from approvals import policy
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, Canary
 from audit.canonical import canonical_json
 from audit.services import event_record
 from audit.verify import json_same
@@ -21,12 +22,17 @@ ACTOR = "system:ledger"
 
 def approval_read(approval_id: int) -> ApprovalRequest:
     """The approval, with what the ledger's fence asks of its run in the same statement
-    (``fence_cancel_requested``, ``fence_lease_owner``, ``fence_lease_expires_at``)."""
-    return ApprovalRequest.objects.annotate(
+    (``fence_cancel_requested``, ``fence_lease_owner``, ``fence_lease_expires_at``). A canary's
+    approval authorizes nothing: refused (and audited) before it could be spent."""
+    approval = ApprovalRequest.objects.annotate(
         fence_cancel_requested=F("run__cancel_requested"),
         fence_lease_owner=F("run__lease_owner"),
         fence_lease_expires_at=F("run__lease_expires_at"),
+        fence_canary=Exists(Canary.objects.filter(run_id=OuterRef("run_id"))),
     ).get(pk=approval_id)
+    if approval.fence_canary:
+        canary_refuse(run_id=approval.run_id, approval_id=approval.pk)
+    return approval
 
 
 def approval_authorize(

@@ -1,6 +1,6 @@
 """The effect's claim, fenced in its own INSERT (invariants 1, 6 and 14).
 
-The row goes in only if the run is not cancelled (unless this is a compensation) and, inside
+The row goes in only if the run is not a canary (never, whatever a reviewer decided), not cancelled (unless this is a compensation) and, inside
 a run, this worker still holds its live lease: the fence is the WHERE of the write, so a
 fenced-out worker's claim inserts nothing, and no separate read of the run precedes it.
 """
@@ -13,7 +13,7 @@ import re
 from django.db import connection
 
 from agents.models import Effect
-from approvals.models import AgentRun
+from approvals.models import AgentRun, Canary
 
 
 def _cast_type(field) -> str:
@@ -51,6 +51,13 @@ def effect_insert_fenced(
             owner,
             AgentRun._meta.get_field("lease_expires_at").get_db_prep_value(now, connection),
         ]
+    # A canary's run is inert by construction: no effect of it is ever claimed, compensations
+    # included (agents/effects/canary.py says why and audits it).
+    canaries = ops.quote_name(Canary._meta.db_table)
+    canary_run = ops.quote_name(Canary._meta.get_field("run").column)
+    fence.append(
+        f"NOT EXISTS (SELECT 1 FROM {canaries} c WHERE c.{canary_run} = r.{ops.quote_name('id')})"
+    )
     columns = ", ".join(ops.quote_name(f.column) for f in fields)
     sql = (
         f"INSERT INTO {ops.quote_name(Effect._meta.db_table)} ({columns}) "

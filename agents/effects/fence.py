@@ -1,14 +1,20 @@
 """The ledger's fence: no effect of a cancelled run starts (compensations still run), and
-none unless this worker still holds the run's live lease (invariants 6 and 14)."""
+none unless this worker still holds the run's live lease (invariants 6 and 14); none of a
+canary run, ever."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+from collections.abc import Callable
+from typing import Any
 
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from agents.effects.canary import CanaryRunRefused, canary_audit, canary_refuse
 from agents.effects.errors import LeaseNotHeld, RunCancelled
-from approvals.models import AgentRun
+from approvals.models import AgentRun, Canary
 
 
 def fence(run_id: str, *, compensating: bool, owner: str | None) -> None:
@@ -17,10 +23,13 @@ def fence(run_id: str, *, compensating: bool, owner: str | None) -> None:
     run = (
         AgentRun.objects.filter(pk=run_id)
         .only("cancel_requested", "lease_owner", "lease_expires_at")
+        .annotate(fence_canary=Exists(Canary.objects.filter(run_id=OuterRef("pk"))))
         .first()
     )
     if run is None:
         return
+    if run.fence_canary:  # inert by construction: refused before anything else
+        canary_refuse(run_id=run_id)
     fence_check(
         run_id,
         compensating=compensating,
@@ -47,3 +56,18 @@ def fence_check(
         return
     if lease_owner != owner or not lease_expires_at or lease_expires_at <= timezone.now():
         raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
+
+
+def canary_audited(call: Callable[..., Any]) -> Callable[..., Any]:
+    """Around one ledger call: a canary run's refusal is audited once the call is over, so the
+    event outlives the claim's rolled-back transaction."""
+
+    @functools.wraps(call)
+    def audited(*, key: str, tool: str, **kw: Any) -> Any:
+        try:
+            return call(key=key, tool=tool, **kw)
+        except CanaryRunRefused as exc:
+            canary_audit(exc, key=key, tool=tool)
+            raise
+
+    return audited

@@ -33,7 +33,7 @@ from agents.effects.errors import (
     call_timeouts,
     call_transient_errors,
 )
-from agents.effects.fence import fence, fence_check
+from agents.effects.fence import canary_audited, fence, fence_check
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.effects.rows import effect_fields_seal, effect_mark
 from agents.effects.timing import already_done, deferred_before, run_config_value, short_of_time
@@ -90,11 +90,11 @@ def effect_get(*, key: str) -> Effect | None:
 
 def _execute(*, run_id: str, key: str, tool: str, compensates: Effect | None, **kw: Any) -> Any:
     """One ledger call (``_call``) in its ``tool.call`` span (effects.tracing)."""
-    compensating = compensates is not None
-    with tool_call_span(tool=tool, key=key, run_id=run_id, compensating=compensating):
+    with tool_call_span(tool=tool, key=key, run_id=run_id, compensating=compensates is not None):
         return _call(run_id=run_id, key=key, tool=tool, compensates=compensates, **kw)
 
 
+@canary_audited  # a canary run's refusal is audited once the call (and its claim) is over
 def _call(
     *,
     run_id: str,

@@ -33,6 +33,7 @@ from agents.runtime.lease import (
     Heartbeat,
     LeaseLost,
     RunErased,
+    RunIsCanary,
     lease_acquire,
     lease_epoch_raise,
     lease_owner_new,
@@ -85,6 +86,12 @@ def _run_advance(*, run_id: Any) -> str:
         run = lease_acquire(run_id=run_id, owner=owner)
     except RunErased:
         return "erased"
+    except RunIsCanary:
+        # A planted test proposal has no thread: a resume would start the graph from scratch.
+        # Its approval closed it already (approvals/services/canaries.py); nothing is invoked,
+        # and the wake flag a decision set is cleared (recovery would queue it again).
+        AgentRun.objects.filter(pk=run_id, wake_requested=True).update(wake_requested=False)
+        return "skipped: canary, nothing to invoke"
     if run is None:
         return "skipped: leased elsewhere or unknown"
     run_log_thread_set(run.thread_id)

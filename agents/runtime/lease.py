@@ -17,16 +17,22 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals import services as approval_services
-from approvals.models import AgentRun
+from approvals.models import AgentRun, Canary
 
 log = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
     """Another worker took the run over (our heartbeat stopped in time)."""
+
+
+class RunIsCanary(Exception):
+    """The run is a canary (a test proposal compliance planted): it has no thread, and a
+    resume would start its graph from scratch; it is never advanced."""
 
 
 class RunErased(Exception):
@@ -49,11 +55,13 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
     match nothing, and we read again; a heartbeat that extended the lease makes it held."""
     for _ in range(_CAS_ATTEMPTS):
         now = timezone.now()
-        run = AgentRun.objects.filter(pk=run_id).first()
+        run = AgentRun.objects.filter(pk=run_id).annotate(is_canary=_CANARY).first()
         if run is None:
             return None
         if run.erased_at is not None:
             raise RunErased(f"run {run_id} was erased")
+        if run.is_canary:
+            raise RunIsCanary(f"run {run_id} is a canary")
         held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
         if held and run.lease_owner != owner:
             return None
@@ -82,6 +90,9 @@ def lease_acquire(*, run_id: Any, owner: str) -> AgentRun | None:
     return _lease_acquire_locked(run_id=run_id, owner=owner)
 
 
+# Read with the run: whether it is a canary's (approvals/canary_models.py), in the same query.
+_CANARY = Exists(Canary.objects.filter(run_id=OuterRef("pk")))
+
 # Each failed attempt means another writer moved the run meanwhile; then the row lock decides.
 _CAS_ATTEMPTS = 3
 
@@ -90,11 +101,15 @@ def _lease_acquire_locked(*, run_id: Any, owner: str) -> AgentRun | None:
     """``lease_acquire`` under the row lock (when the run keeps changing under the CAS)."""
     now = timezone.now()
     with transaction.atomic():
-        run = AgentRun.objects.select_for_update().filter(pk=run_id).first()
+        run = (
+            AgentRun.objects.select_for_update().filter(pk=run_id).annotate(is_canary=_CANARY)
+        ).first()
         if run is None:
             return None
         if run.erased_at is not None:
             raise RunErased(f"run {run_id} was erased")
+        if run.is_canary:
+            raise RunIsCanary(f"run {run_id} is a canary")
         held = run.lease_owner and run.lease_expires_at and run.lease_expires_at > now
         if held and run.lease_owner != owner:
             return None

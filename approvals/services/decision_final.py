@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from approvals import contract
 from approvals.diff import args_diff
-from approvals.models import ApprovalRequest, Notification, RiskTier
+from approvals.models import ApprovalRequest, Canary, Notification, RiskTier
 from approvals.notifications import notifications_create
 from approvals.rollups import approval_rollup_add
+from approvals.services.canaries import canary_close
 from approvals.services.runs import run_advance_enqueue
 from approvals.services.shadow import shadow_verdict_settle
 from approvals.tracing import approval_wait_record
@@ -31,9 +32,11 @@ def approval_close(
     value: dict[str, Any],
     now: dt.datetime,
     reason: str = "",
-) -> None:
+) -> Canary | None:
     """Store the final outcome on a locked approval; nothing is due for it afterwards. A
-    shadow verdict on it learns whether the person agreed (docs/autonomy.md)."""
+    shadow verdict on it learns whether the person agreed (docs/autonomy.md). A canary's
+    (approvals/services/canaries.py) gets its outcome instead of a metrics count: returned,
+    else None."""
     approval.status = status
     approval.reject_reason = reason if status == ApprovalRequest.Status.REJECTED else ""
     approval.decided_by = decided_by
@@ -56,7 +59,10 @@ def approval_close(
     )
     if decided_by is not None:  # a person decided: the shadow verdict learns if they agreed
         shadow_verdict_settle(approval=approval, now=now)
-    approval_rollup_add(approval=approval)  # the metrics count it in the same transaction
+    canary = canary_close(approval=approval, status=status, decided_by=decided_by, now=now)
+    if canary is None:
+        approval_rollup_add(approval=approval)  # the metrics count it in the same transaction
+    return canary
 
 
 def approval_finalise(
@@ -95,7 +101,7 @@ def approval_finalise(
         policy_version=approval.policy_version,
         decided_at=now,
     )
-    approval_close(
+    canary = approval_close(
         approval=approval,
         status=ApprovalRequest.DECISION_STATUS[decision],
         decided_by=user,
@@ -138,9 +144,10 @@ def approval_finalise(
     approval_wait_record(approval=approval, decision=decision, role=role)
     run_advance_enqueue(run_id=approval.run_id)
     seconds = (now - approval.created_at).total_seconds()  # observed once it is committed
-    transaction.on_commit(
-        lambda: decision_observe(tier=approval.tier, decision=decision, seconds=seconds)
-    )
+    if canary is None:  # a canary would skew the decision counters
+        transaction.on_commit(
+            lambda: decision_observe(tier=approval.tier, decision=decision, seconds=seconds)
+        )
 
 
 def user_role(user: Any) -> str:

@@ -12,6 +12,7 @@ from approvals import policy
 from approvals.changes import changes_check
 from approvals.models import ApprovalRequest, ApprovalVote
 from approvals.permissions import user_may_decide
+from approvals.services.canaries import canary_exists
 from approvals.services.claims import claim_fields, claim_note
 from approvals.services.decision_checks import (
     args_check,
@@ -108,6 +109,7 @@ def approval_decide(
             ApprovalRequest.objects.select_for_update(of=("self", "run"))
             .select_related("run", "run__requested_by")
             .annotate(**claim_fields())  # who holds its claim (read, not locked)
+            .annotate(is_canary=canary_exists())  # closed as a canary (services/canaries.py)
             .get(pk=approval.pk)
         )
         _erased_check(locked)  # again under the lock: erased meanwhile

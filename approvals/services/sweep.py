@@ -32,6 +32,7 @@ from approvals.deadlines import expiry_decision_applied
 from approvals.models import AgentRun, ApprovalRequest, Notification, RiskTier
 from approvals.notifications_batch import Recipients, notifications_create_many
 from approvals.rollups import approvals_rollup_add
+from approvals.services.canaries import canaries_close_expired
 from approvals.services.runs import run_advance_enqueue
 from approvals.services.wake import tasks_enqueue_many
 from approvals.tracing import approvals_wait_record
@@ -294,7 +295,9 @@ def _expire(
         notes.append((locked, Notification.Event.EXPIRY, tier, detail))
     _close_many(rows, now=now)
     approvals_wait_record(approvals=rows, role=TIMEOUT_ACTOR)
-    approvals_rollup_add(approvals=rows)  # the metrics count them in the same transaction
+    canaries = canaries_close_expired(approvals=rows, now=now)  # counted as expired, apart
+    counted = [row for row in rows if row.pk not in canaries] if canaries else rows
+    approvals_rollup_add(approvals=counted)  # the metrics count them in the same transaction
     notifications_create_many(notes, recipients=seen.recipients)
     run_ids = list(dict.fromkeys(row.run_id for row in rows))
     if woken is None:

@@ -123,6 +123,8 @@ class MetricsRow:
     oldest_pending_at: dt.datetime | None = None
     oldest_pending_age_seconds: float | None = None
     fatigue: bool = False
+    # Reviewer rows: canaries decided in the window (approvals/canary_selectors.py CatchRate).
+    canaries: Any = None
 
     @property
     def label(self) -> str:
@@ -153,6 +155,8 @@ class FatigueFlag:
     approve_rate: float
     median_seconds: float
     decisions: int
+    reason: str = "approves almost everything, fast"
+    catch_rate: float | None = None  # a reviewer's canary catch rate in the window
 
 
 @dataclass

@@ -17,9 +17,11 @@ from django.db.models import (
     CharField,
     Count,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     Min,
+    OuterRef,
     Q,
     QuerySet,
     Value,
@@ -28,7 +30,7 @@ from django.db.models import (
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from approvals.models import AgentRun, ApprovalRequest
+from approvals.models import AgentRun, ApprovalRequest, Canary
 from console.metrics.definitions import (
     GROUPS,
     OUTCOME_FILTERS,
@@ -78,9 +80,18 @@ def outcome_expression() -> Case:
     )
 
 
+def not_canary() -> Exists:
+    """Canaries (test proposals compliance planted) are not requests: they would skew rates."""
+    return ~Exists(Canary.objects.filter(approval_id=OuterRef("pk")))
+
+
 def window(*, since: dt.datetime, now: dt.datetime) -> QuerySet[ApprovalRequest]:
-    """The window's requests: approvals created in ``[since, now]``, unordered."""
-    return ApprovalRequest.objects.filter(created_at__gte=since, created_at__lte=now).order_by()
+    """The window's requests: approvals created in ``[since, now]`` (canaries apart), unordered."""
+    return (
+        ApprovalRequest.objects.filter(created_at__gte=since, created_at__lte=now)
+        .filter(not_canary())
+        .order_by()
+    )
 
 
 def seconds(value: Any) -> float | None:
@@ -240,6 +251,7 @@ def metrics_decisions_per_day(*, since: dt.datetime, now: dt.datetime) -> list[D
     """Closed approvals per day of their decision (console time zone), by outcome."""
     found = (
         ApprovalRequest.objects.filter(decided_at__gte=since, decided_at__lte=now)
+        .filter(not_canary())
         .exclude(status=Status.PENDING)
         .order_by()
         .annotate(day=TruncDate("decided_at"), outcome=outcome_expression())

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.canary_selectors import CatchRate, catch_rates
 from approvals.rollup_pending import pending_cells
 from approvals.rollup_runs import runs_by_status_days
 from approvals.rollups import ALPHA
@@ -67,13 +68,26 @@ def _rows_by_group(
 
 
 def _table(
-    rows: list[MetricsRow], *, group: str, now: dt.datetime, queue: dict | None = None
+    rows: list[MetricsRow],
+    *,
+    group: str,
+    now: dt.datetime,
+    queue: dict | None = None,
+    since: dt.datetime | None = None,
+    caught: dict[str, CatchRate] | None = None,
 ) -> list[MetricsRow]:
     rows = queue_fill(rows, group=group, now=now, found=queue)
     if group in ("reviewer", "tool"):
         rate, median = fatigue_thresholds()
+        if group != "reviewer":
+            caught = {}
+        elif caught is None:
+            caught = catch_rates(since=since, now=now)
+        known = {row.key for row in rows}  # a reviewer who decided canaries only has a row too
+        rows += [MetricsRow(key=key) for key in caught if key not in known]
         for row in rows:
-            row.fatigue = _is_fatigued(row, rate=rate, median=median)
+            row.canaries = caught.get(row.key)
+            row.fatigue = _is_fatigued(row, rate=rate, median=median) or _misses(row.canaries)
     rows.sort(key=lambda row: (-row.requests, -row.queue_depth, row.label))
     return rows
 
@@ -81,7 +95,7 @@ def _table(
 def metrics_rows(*, group: str, since: dt.datetime, now: dt.datetime) -> list[MetricsRow]:
     """The table: one row per group, most requests first; fatigue flags for reviewer and tool."""
     rows = _rows_by_group(groups=(group,), since=since, now=now)[group]
-    return _table(rows, group=group, now=now)
+    return _table(rows, group=group, now=now, since=since)
 
 
 def metrics_total(*, since: dt.datetime, now: dt.datetime) -> MetricsRow:
@@ -101,31 +115,60 @@ def _is_fatigued(row: MetricsRow, *, rate: float, median: float) -> bool:
     )
 
 
+def _misses(canaries: CatchRate | None) -> bool:
+    """Catches too few canaries: below AUTONOMY_CANARY_FATIGUE_CATCH_RATE, with at least
+    AUTONOMY_CANARY_MIN_SEEN of them counted (caught or missed)."""
+    return (
+        canaries is not None
+        and canaries.counted >= settings.AUTONOMY_CANARY_MIN_SEEN
+        and (canaries.rate or 0.0) < settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE
+    )
+
+
 def metrics_fatigue(
     *,
     since: dt.datetime,
     now: dt.datetime,
     computed: dict[str | None, list[MetricsRow]] | None = None,
+    caught: dict[str, CatchRate] | None = None,
 ) -> list[FatigueFlag]:
-    """Reviewers and tools that approve almost everything, fast. ``computed`` reuses rows."""
+    """Reviewers and tools that approve almost everything, fast, and reviewers who miss
+    canaries. ``computed`` and ``caught`` (the catch rates) reuse what was read."""
     computed = dict(computed or {})
     missing = tuple(d for d in ("reviewer", "tool") if d not in computed)
     if missing:
         computed.update(_rows_by_group(groups=missing, since=since, now=now))
     rate, median = fatigue_thresholds()
+    if caught is None:
+        caught = catch_rates(since=since, now=now)
     flags: list[FatigueFlag] = []
     for dimension in ("reviewer", "tool"):
-        for row in sorted(computed[dimension], key=lambda row: row.label):
-            if _is_fatigued(row, rate=rate, median=median):
-                flags.append(
-                    FatigueFlag(
-                        dimension=dimension,
-                        key=row.key,
-                        approve_rate=row.rates["approve"] or 0.0,
-                        median_seconds=row.median_seconds or 0.0,
-                        decisions=row.person_decisions,
-                    )
+        rows = {row.key: row for row in computed[dimension]}
+        if dimension == "reviewer":  # a reviewer with canaries only still has a row here
+            rows.update({key: MetricsRow(key=key) for key in caught if key not in rows})
+        for row in sorted(rows.values(), key=lambda row: row.label):
+            canaries = caught.get(row.key) if dimension == "reviewer" else None
+            fast = _is_fatigued(row, rate=rate, median=median)
+            misses = _misses(canaries)
+            if not (fast or misses):
+                continue
+            reasons = ["approves almost everything, fast"] if fast else []
+            if misses:
+                reasons.append(
+                    f"caught {canaries.caught} of {canaries.counted} canaries "
+                    f"(below {settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE:.0%})"
                 )
+            flags.append(
+                FatigueFlag(
+                    dimension=dimension,
+                    key=row.key,
+                    approve_rate=row.rates["approve"] or 0.0,
+                    median_seconds=row.median_seconds or 0.0,
+                    decisions=row.person_decisions,
+                    reason="; ".join(reasons),
+                    catch_rate=canaries.rate if canaries else None,
+                )
+            )
     return flags
 
 
@@ -190,6 +233,7 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         # Runs created on the window's whole UTC days, from the trigger-kept counts.
         runs_by_status = runs_by_status_days(first=first, last=last)
     [total] = queue_fill(computed[None], group=None, now=now, found=queue[None])
+    caught = catch_rates(since=since, now=now)  # each reviewer's canaries (one query)
     rate, median = fatigue_thresholds()
     return MetricsReport(
         window_days=window_days,
@@ -199,8 +243,8 @@ def _report(*, window_days: int, group: str, now: dt.datetime, source: str) -> M
         fatigue_approval_rate=rate,
         fatigue_median_seconds=median,
         total=total,
-        fatigue=metrics_fatigue(since=since, now=now, computed=computed),
-        rows=_table(computed[group], group=group, now=now, queue=queue[group]),
+        fatigue=metrics_fatigue(since=since, now=now, computed=computed, caught=caught),
+        rows=_table(computed[group], group=group, now=now, queue=queue[group], caught=caught),
         decisions_per_day=per_day,
         time_to_decision=time_to_decision,
         queue_age=metrics_queue_age(now=now),
@@ -228,6 +272,18 @@ def row_as_dict(row: MetricsRow) -> dict[str, Any]:
         "oldest_pending_at": row.oldest_pending_at,
         "oldest_pending_age_seconds": row.oldest_pending_age_seconds,
         "fatigue": row.fatigue,
+        "canaries": _canaries_dict(row.canaries),
+    }
+
+
+def _canaries_dict(canaries: CatchRate | None) -> dict[str, Any] | None:
+    if canaries is None:
+        return None
+    return {
+        "seen": canaries.seen,
+        "caught": canaries.caught,
+        "missed": canaries.missed,
+        "catch_rate": canaries.rate,
     }
 
 
@@ -240,6 +296,8 @@ def report_as_dict(report: MetricsReport) -> dict[str, Any]:
         "fatigue_thresholds": {
             "approval_rate": report.fatigue_approval_rate,
             "median_seconds": report.fatigue_median_seconds,
+            "canary_catch_rate": settings.AUTONOMY_CANARY_FATIGUE_CATCH_RATE,
+            "canary_min_seen": settings.AUTONOMY_CANARY_MIN_SEEN,
         },
         "total": row_as_dict(report.total),
         "rows": [row_as_dict(row) for row in report.rows],
@@ -250,6 +308,8 @@ def report_as_dict(report: MetricsReport) -> dict[str, Any]:
                 "approve_rate": flag.approve_rate,
                 "median_seconds": flag.median_seconds,
                 "decisions": flag.decisions,
+                "reason": flag.reason,
+                "catch_rate": flag.catch_rate,
             }
             for flag in report.fatigue
         ],

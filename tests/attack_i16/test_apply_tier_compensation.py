@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from approvals.autonomy import tool_has_compensation
-from approvals.autonomy import tier_tools, without_compensation
+from approvals.autonomy import tier_tools, tool_has_compensation, without_compensation
 from approvals.autonomy_models import AutonomyRule
 from approvals.models import RiskTier
 from tests.support.autonomy_advice import closed_approvals

@@ -105,6 +105,8 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals:batches": ANY_SIGNED_IN,
     "approvals:batch": ANY_SIGNED_IN,
     "approvals:batch-decide": POST_ONLY,
+    # The canary report (docs/autonomy_canaries.md): compliance and admins, like the audit log.
+    "approvals:canaries": _for(COMPLIANCE, {200}, {403}, {LOGIN}),
     "agents:runs": ANY_SIGNED_IN,
     "agents:run-new": ANY_SIGNED_IN,
     "agents:run": _by_role({OBJECT}, anonymous={LOGIN}),
@@ -141,6 +143,7 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals_api:autonomous-action-review": _by_role({405}, anonymous={401, 403}),
     "approvals_api:batches": API_SIGNED_IN,
     "approvals_api:batch-decide": _by_role({405}, anonymous={401, 403}),
+    "approvals_api:canaries-report": _for(COMPLIANCE, {200}, {403}, {401, 403}),
     # External agents' API (agents/remote/): an agent key only; a person is refused (403).
     "remote_api:requests": _by_role({403}, anonymous={401}),
     "remote_api:request": _by_role({403}, anonymous={401}),

@@ -49,9 +49,17 @@ def test_api_gives_the_numbers_of_the_chosen_grouping(metrics_data, erin):
         "approve_rate": 1.0,
         "median_seconds": 5.0,
         "decisions": 5,
+        "reason": "approves almost everything, fast",
+        "catch_rate": None,  # bob decided no canary
     }
+    assert bob["canaries"] is None
     assert body["runs_by_status"]["dead"] == 1
-    assert body["fatigue_thresholds"] == {"approval_rate": 0.98, "median_seconds": 10.0}
+    assert body["fatigue_thresholds"] == {
+        "approval_rate": 0.98,
+        "median_seconds": 10.0,
+        "canary_catch_rate": 0.8,
+        "canary_min_seen": 3,
+    }
     assert len(body["decisions_per_day"]) == 31
 
 
