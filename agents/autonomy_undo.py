@@ -116,6 +116,9 @@ def autonomous_action_compensate(*, action_id: int) -> str:
         else:
             compensations.append(compensation.key)
     ok = not failed
+    # Nothing had run yet: the ledger refuses its effect from now on (agents/effects/undone.py),
+    # so the undo prevented it rather than reversed it.
+    prevented = not action_effects(key=action.key, tool=action.tool).exists()
     autonomous_action_undo_finish(
         action_id=action.pk,
         ok=ok,
@@ -123,6 +126,7 @@ def autonomous_action_compensate(*, action_id: int) -> str:
             "compensations": compensations,
             "failed": failed,
             "not_reversible": not_reversible,
+            **({"prevented": True} if prevented else {}),
         },
     )
     return "undone" if ok else "undo_failed"

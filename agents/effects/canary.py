@@ -20,6 +20,7 @@ ACTOR = "system:ledger"
 class CanaryRunRefused(LedgerError):
     """The run is a canary (a test proposal planted by compliance): none of its effects run."""
 
+    reason = "canary run"
     run_id: Any = None
     approval_id: int | None = None
 
@@ -35,8 +36,9 @@ def canary_refuse(*, run_id: Any, approval_id: int | None = None) -> None:
     raise exc
 
 
-def canary_audit(exc: CanaryRunRefused, *, key: str, tool: str) -> None:
-    """Audit "effect.refused" {"reason": "canary run"} in a transaction of its own."""
+def refusal_audit(exc: Any, *, key: str, tool: str) -> None:
+    """Audit "effect.refused" {"reason": exc.reason} (a canary run, an action undone before it
+    ran) in a transaction of its own."""
     with transaction.atomic():
         event_record(
             action="effect.refused",
@@ -44,5 +46,5 @@ def canary_audit(exc: CanaryRunRefused, *, key: str, tool: str) -> None:
             run_id=exc.run_id,
             approval_id=exc.approval_id,
             tool=tool,
-            data={"key": key, "reason": "canary run"},
+            data={"key": key, "reason": exc.reason},
         )

@@ -12,8 +12,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from agents.effects.canary import CanaryRunRefused, canary_audit, canary_refuse
+from agents.effects.canary import CanaryRunRefused, canary_refuse, refusal_audit
 from agents.effects.errors import LeaseNotHeld, RunCancelled
+from agents.effects.undone import ActionUndone
 from approvals.models import AgentRun, Canary
 
 
@@ -58,16 +59,16 @@ def fence_check(
         raise LeaseNotHeld(f"worker {owner} lost the lease of run {run_id}")
 
 
-def canary_audited(call: Callable[..., Any]) -> Callable[..., Any]:
-    """Around one ledger call: a canary run's refusal is audited once the call is over, so the
-    event outlives the claim's rolled-back transaction."""
+def refusal_audited(call: Callable[..., Any]) -> Callable[..., Any]:
+    """Around one ledger call: a refusal (a canary run, an action undone before it ran) is
+    audited once the call is over, so the event outlives the claim's rolled-back transaction."""
 
     @functools.wraps(call)
     def audited(*, key: str, tool: str, **kw: Any) -> Any:
         try:
             return call(key=key, tool=tool, **kw)
-        except CanaryRunRefused as exc:
-            canary_audit(exc, key=key, tool=tool)
+        except (CanaryRunRefused, ActionUndone) as exc:
+            refusal_audit(exc, key=key, tool=tool)
             raise
 
     return audited

@@ -1,10 +1,8 @@
 """The effects ledger: every side effect runs exactly once per idempotency key (invariant 1).
 
 ``effect_execute`` claims the key with one insert on the unique constraint, calls the downstream
-system outside any transaction (invariant 9) with the same key, then records the result. A
-retry, a replay or a second worker finds the claimed row and either returns the stored result
-or finishes the call, which the downstream dedupes on the key.
-"""
+outside any transaction (invariant 9) with the same key, then records the result. A retry, a
+replay or a second worker finds the row and returns its result or finishes the call (deduped)."""
 
 from __future__ import annotations
 
@@ -33,11 +31,12 @@ from agents.effects.errors import (
     call_timeouts,
     call_transient_errors,
 )
-from agents.effects.fence import canary_audited, fence, fence_check
+from agents.effects.fence import fence, fence_check, refusal_audited
 from agents.effects.reconcile import UNSETTLED, effect_escalate, effect_reconcile
 from agents.effects.rows import effect_fields_seal, effect_mark
 from agents.effects.timing import already_done, deferred_before, run_config_value, short_of_time
 from agents.effects.tracing import tool_call_done, tool_call_span
+from agents.effects.undone import action_undone_check
 from agents.models import Effect, Settlement
 from agents.tools import tool_get
 from audit.canonical import payload_hash
@@ -94,7 +93,7 @@ def _execute(*, run_id: str, key: str, tool: str, compensates: Effect | None, **
         return _call(run_id=run_id, key=key, tool=tool, compensates=compensates, **kw)
 
 
-@canary_audited  # a canary run's refusal is audited once the call (and its claim) is over
+@refusal_audited  # a refusal is audited once the call (and its claim's transaction) is over
 def _call(
     *,
     run_id: str,
@@ -110,9 +109,8 @@ def _call(
     args = _json(args)
     fingerprint = payload_hash(args)
     compensating = compensates is not None
-    # Cancel and lease before an approval is spent (invariants 6 and 14): with an approval of
-    # this run, its run's fence fields come with the approval's row. Without an approval
-    # nothing is written before the claim, and the claim is fenced in its own INSERT.
+    # Cancel and lease before an approval is spent (invariants 6 and 14), read with the approval's
+    # row. Without an approval nothing is written before the claim, fenced in its own INSERT.
     approval = approval_read(approval_id) if approval_id is not None else None
     if approval is not None and str(approval.run_id) == str(run_id):
         fence_check(
@@ -148,6 +146,7 @@ def _call(
         approval_id=approval_id,
         compensates=compensates,
         compensating=compensating,
+        action_key=action_key or key,
     )
     if effect.status in (Effect.Status.SUCCEEDED, Effect.Status.COMPENSATED):
         tool_call_done("replayed")
@@ -167,8 +166,7 @@ def _call(
             )
         effect = _reclaim(effect)
     if not fresh:
-        # Before calling again under an earlier attempt's key. A fresh claim was fenced by its
-        # own INSERT (or, reclaimed after a failure, just before), and the call follows it.
+        # Before calling again under an earlier attempt's key (a fresh claim was fenced itself).
         _fence(run_id, compensating=compensating)
     attempts = 0
     # A tool that cannot take the key is called at most once: no retry could be deduped.
@@ -214,8 +212,7 @@ def _call(
 def _fence_retry(
     effect: Effect, run_id: str, *, compensating: bool, tried: int, args: dict[str, Any]
 ) -> None:
-    """Before another attempt: a cancel or a lost lease stops it too. The attempt before may
-    have acted, so the effect is left in doubt (settled by lookup or by a person)."""
+    """Before another attempt: a cancel or a lost lease stops it, the effect left in doubt."""
     try:
         _fence(run_id, compensating=compensating)
     except (RunCancelled, LeaseNotHeld) as exc:
@@ -241,11 +238,14 @@ def _claim(
     approval_id: int | None,
     compensates: Effect | None,
     compensating: bool,
+    action_key: str,
 ) -> tuple[Effect, bool]:
-    """(row, fresh): insert the claim (fenced: ``effect_insert_fenced``), or load the existing
-    row for this key and check it is the same call."""
+    """(row, fresh): insert the claim (fenced: ``effect_insert_fenced``; none for an action
+    undone before it ran), or load the existing row for this key and check it is the same call."""
     try:
         with transaction.atomic(durable=True):
+            approved = approval_id is not None or compensating
+            action_undone_check(key=key, action=action_key, run_id=run_id, approved=approved)
             effect = Effect(
                 key=key,
                 run_id=run_id,

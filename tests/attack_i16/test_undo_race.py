@@ -60,3 +60,25 @@ def test_an_undo_done_before_the_effect_ran_does_not_let_the_effect_run_afterwar
         f"action is {action.review} yet its effect ran afterwards and stands "
         f"({rollbacks.count()} rollback(s) in the deploy system, no compensation)"
     )
+
+
+def test_the_refused_effect_is_audited_and_the_copilot_reports_it_undone(alice, bob):
+    from audit.models import AuditEvent
+
+    run = RunFactory(agent="incident_copilot", requested_by=alice, status="running")
+    _recent_deploy()
+    AutonomyRule.objects.create(tool="rollback_deploy", mode="post_hoc")
+    graph = incident_build(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": run.thread_id}}
+    graph.invoke(INCIDENT, config, durability="sync", interrupt_after=["human_approval"])
+    action = AutonomousAction.objects.get()
+    autonomous_action_review(action=action, user=bob, verdict="undo")
+    tasks.autonomous_action_undo(action.pk)
+    result = graph.invoke(None, config, durability="sync")
+    assert result["outcome"]["status"] == "undone"
+    assert "undone on review before it ran" in result["summary"]
+    assert not SandboxDeploy.objects.filter(idempotency_key=action.key).exists()
+    refused = AuditEvent.objects.filter(action="effect.refused").values_list("data", flat=True)
+    assert [d["reason"] for d in refused] == ["undone by review before it ran"]
+    finished = AuditEvent.objects.get(action="autonomy.undone")
+    assert finished.data["prevented"] is True

@@ -15,6 +15,7 @@ from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 
 from agents.effects.ledger import effect_execute
+from agents.effects.undone import ActionUndone
 from agents.graphs.incident_copilot import prompts
 from agents.graphs.incident_copilot.offline import incident_responder
 from agents.graphs.incident_copilot.state import IncidentInput, IncidentState
@@ -122,13 +123,16 @@ def route_after_approval(state: IncidentState) -> Literal["execute", "notify"]:
 def execute(state: IncidentState) -> dict[str, Any]:
     proposal, decision = state["proposal"], state["decision"]
     thread_id = _thread_id()
-    result = effect_execute(
-        run_id=thread_id,
-        key=f"{thread_id}:{proposal['tool_call_id']}",
-        tool=proposal["tool"],
-        args=decision["args"],
-        approval_id=decision["approval_id"],
-    )
+    try:
+        result = effect_execute(
+            run_id=thread_id,
+            key=f"{thread_id}:{proposal['tool_call_id']}",
+            tool=proposal["tool"],
+            args=decision["args"],
+            approval_id=decision["approval_id"],
+        )
+    except ActionUndone:  # it ran without waiting, and a reviewer undid it before it ran
+        return {"outcome": {"status": "undone", "tool": proposal["tool"], "by": decision["by"]}}
     return {
         "outcome": {
             "status": "executed",

@@ -36,6 +36,8 @@ def notify_message(*, incident: dict[str, Any], outcome: dict[str, Any]) -> str:
     status = outcome["status"]
     if status == "executed":
         return f"{head} Done after approval: {outcome['tool']} {json.dumps(outcome['args'], sort_keys=True)}."
+    if status == "undone":
+        return f"{head} Proposed {outcome['tool']} was undone on review before it ran; nothing changed."
     if status == "rejected":
         reason = f" Reason: {outcome['message']}" if outcome.get("message") else ""
         return f"{head} Proposed {outcome['tool']} was rejected by {outcome['by'] or 'a reviewer'}.{reason}"
