@@ -1,4 +1,4 @@
-"""Undo of a call that ran without waiting (docs/autonomy_sampled.md): compensation through the
+"""Undo of a call that ran without waiting (docs/autonomy.md): compensation through the
 ledger, exactly once, and the link from an autonomous action to the effects it ran.
 
 An autonomous call's effects run with ``approval_id=None`` under the action's idempotency key:

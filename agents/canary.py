@@ -1,4 +1,4 @@
-"""Canaries, agents' side (docs/autonomy_canaries.md).
+"""Canaries, agents' side (docs/autonomy.md).
 
 ``canary_request`` builds a planted proposal's request exactly as a real run's gate would (the
 same ``gate_payload``: blast radius, on_deny line, args schema, expiry), registered as the

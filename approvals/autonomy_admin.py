@@ -1,4 +1,4 @@
-"""The admin of autonomy rules (docs/autonomy_sampled.md): which class of gated calls may run
+"""The admin of autonomy rules (docs/autonomy.md): which class of gated calls may run
 without waiting. A rule that lets calls run unasked (sampled, post-hoc) is refused for a tool
 nobody can undo, naming it; for a tier, naming every registered tool in that tier without a
 compensating tool. Saves and deletes are audited and bump the policy version."""

@@ -1,5 +1,5 @@
 """Canary plans in the admin: compliance (and superusers) configure them and plant one now
-(docs/autonomy_canaries.md). Imported by approvals/admin.py."""
+(docs/autonomy.md). Imported by approvals/admin.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Canaries (docs/autonomy_canaries.md): test proposals compliance plants into reviewers'
+"""Canaries (docs/autonomy.md): test proposals compliance plants into reviewers'
 queues to measure how often reviewers catch a proposal that must be rejected.
 
 A canary's run is inert by construction: the ledger refuses any effect of a run that has a

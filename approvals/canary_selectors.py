@@ -1,5 +1,5 @@
 """Reads of canaries: what a decider is told after deciding one, each reviewer's catch rate,
-and compliance's report (docs/autonomy_canaries.md)."""
+and compliance's report (docs/autonomy.md)."""
 
 from __future__ import annotations
 

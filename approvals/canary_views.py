@@ -1,4 +1,4 @@
-"""Compliance's canary report page (docs/autonomy_canaries.md)."""
+"""Compliance's canary report page (docs/autonomy.md)."""
 
 from __future__ import annotations
 

@@ -49,6 +49,6 @@ urlpatterns = [
     path("after/", autonomy_views.after_queue, name="after-queue"),
     path("after/<int:action_id>/", autonomy_views.after_detail, name="after-detail"),
     path("after/<int:action_id>/review/", autonomy_views.after_review, name="after-review"),
-    # Compliance's canary report (docs/autonomy_canaries.md).
+    # Compliance's canary report (docs/autonomy.md).
     path("canaries/", canary_views.canary_report_view, name="canaries"),
 ]

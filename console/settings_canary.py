@@ -1,4 +1,4 @@
-"""Settings of canaries (docs/autonomy_canaries.md): star-imported from console/settings_ops.py;
+"""Settings of canaries (docs/autonomy.md): star-imported from console/settings_ops.py;
 each read from the environment with the strict helpers."""
 
 from __future__ import annotations

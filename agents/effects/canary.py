@@ -1,4 +1,4 @@
-"""A canary run's effects never run (docs/autonomy_canaries.md).
+"""A canary run's effects never run (docs/autonomy.md).
 
 The claim's fenced INSERT refuses any effect of a run that has a Canary row (the NOT EXISTS in
 agents/effects/claim.py: one statement, no window); the fence and the approval read say why

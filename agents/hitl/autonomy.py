@@ -1,4 +1,4 @@
-"""Graduated autonomy at the gate (docs/autonomy_sampled.md): a call whose tier requires a
+"""Graduated autonomy at the gate (docs/autonomy.md): a call whose tier requires a
 person may run without waiting when an autonomy rule (sampled, post-hoc) lets it.
 
 What the gate asks before it interrupts: the call's tier under the policy in force now, then

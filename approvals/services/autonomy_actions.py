@@ -1,4 +1,4 @@
-"""Writes for calls that ran without waiting (docs/autonomy_sampled.md): recording one when
+"""Writes for calls that ran without waiting (docs/autonomy.md): recording one when
 the gate lets it run, and closing its undo once the agents side has compensated it.
 
 Each write records its audit event in the same transaction (invariant 3).

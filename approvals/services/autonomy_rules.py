@@ -1,4 +1,4 @@
-"""Writes to autonomy rules (docs/autonomy_sampled.md): every save or delete is audited
+"""Writes to autonomy rules (docs/autonomy.md): every save or delete is audited
 ("autonomy.changed" with the state before and after, and the evidence it was applied from) and
 bumps the policy version like a tier change, so a running advance reads the rule afresh."""
 

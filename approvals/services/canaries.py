@@ -1,4 +1,4 @@
-"""Canaries (docs/autonomy_canaries.md): plant a test proposal, close it with its approval, plant
+"""Canaries (docs/autonomy.md): plant a test proposal, close it with its approval, plant
 per plan at its rate from the minute sweep.
 
 A canary's run and approval are made by the same services and leave the same events as a real

@@ -1,6 +1,6 @@
 """A canary cannot reach a sandbox or a real tool, whatever a reviewer decides: the ledger
 refuses any effect of its run (the fenced INSERT, audited "effect.refused"), and the advance
-never invokes a graph for it (docs/autonomy_canaries.md)."""
+never invokes a graph for it (docs/autonomy.md)."""
 
 from __future__ import annotations
 

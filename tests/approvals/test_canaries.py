@@ -1,5 +1,5 @@
 """Canaries: planting, what a reviewer sees before and after deciding one, and the outcome
-(docs/autonomy_canaries.md). The inert run is tested in tests/agents/test_canary_inert.py."""
+(docs/autonomy.md). The inert run is tested in tests/agents/test_canary_inert.py."""
 
 from __future__ import annotations
 

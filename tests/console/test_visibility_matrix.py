@@ -105,7 +105,7 @@ EXPECTED: dict[str, dict[str, set[Answer]]] = {
     "approvals:batches": ANY_SIGNED_IN,
     "approvals:batch": ANY_SIGNED_IN,
     "approvals:batch-decide": POST_ONLY,
-    # The canary report (docs/autonomy_canaries.md): compliance and admins, like the audit log.
+    # The canary report (docs/autonomy.md): compliance and admins, like the audit log.
     "approvals:canaries": _for(COMPLIANCE, {200}, {403}, {LOGIN}),
     "agents:runs": ANY_SIGNED_IN,
     "agents:run-new": ANY_SIGNED_IN,
