@@ -14,7 +14,7 @@ from operator import or_
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
 from approvals.advice import (
@@ -29,7 +29,7 @@ from approvals.advice import (
     advise,
 )
 from approvals.autonomy_models import AutonomousAction, AutonomyRule, ShadowVerdict
-from approvals.models import ApprovalRequest, RiskTier, ToolPolicy
+from approvals.models import ApprovalRequest, Canary, RiskTier, ToolPolicy
 from approvals.rollup_models import MetricsCount, MetricsHistogram
 from approvals.rollups import blocks_cover, bucket_value, day_date, day_of
 
@@ -99,6 +99,7 @@ def _direct_figures(*, since: dt.datetime, figures: dict[tuple[str, str], Figure
             reject_reason__in=REASONS,
             decided_by__isnull=False,
         )
+        .filter(~Exists(Canary.objects.filter(approval_id=OuterRef("pk"))))  # tests, not data
         .values_list("tool", "tier", "reject_reason")
         .annotate(n=Count("id"))
         .order_by()
@@ -117,6 +118,7 @@ def _direct_figures(*, since: dt.datetime, figures: dict[tuple[str, str], Figure
             figures.setdefault(cell, Figures()).reviews[review] += n
     shadows = (
         ShadowVerdict.objects.filter(created_at__gte=since, agreed__isnull=False)
+        .filter(~Exists(Canary.objects.filter(approval_id=OuterRef("approval_id"))))
         .values_list("tool", "tier", "agreed")
         .annotate(n=Count("id"))
         .order_by()

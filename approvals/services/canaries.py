@@ -184,15 +184,15 @@ def canaries_close_expired(*, approvals: list[ApprovalRequest], now: dt.datetime
 
 
 def _run_close(canary: Canary) -> None:
-    """Its run ends here (completed, output {"canary": true}); no graph ever ran for it."""
+    """Its run ends here (completed); no graph resumes for it. Nothing on the run says it was a
+    canary (other reviewers see the run: only the decider is told, and compliance's
+    "canary.closed" event names it)."""
     run = AgentRun(pk=canary.run_id)
     try:
-        runs.run_move(run=run, status=AgentRun.Status.COMPLETED, output={"canary": True})
+        runs.run_move(run=run, status=AgentRun.Status.COMPLETED, output={})
     except runs.RunStopped:
         return  # cancelled or ended already: nothing to close
-    event_record(
-        action="run.completed", actor=f"agent:{run.pk}", run_id=run.pk, data={"canary": True}
-    )
+    event_record(action="run.completed", actor=f"agent:{run.pk}", run_id=run.pk, data={})
 
 
 def canary_told(*, canary: Canary, now: dt.datetime | None = None) -> None:
