@@ -79,6 +79,7 @@ def main() -> int:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
+    from approvals.advice_selectors import autonomy_advice_report
     from approvals.models import ApprovalRequest
     from approvals.rollup_models import MetricsBucket, MetricsCount, MetricsHistogram
     from approvals.rollup_rebuild import rollups_rebuild
@@ -173,6 +174,21 @@ def main() -> int:
         )
     report = metrics_report(window_days=30, group="reviewer", now=now, source="rollups")
     print(f"  fatigue flags (30 days): {[(f.dimension, f.key) for f in report.fatigue]}")
+    # The autonomy advice (/autonomy/, docs/autonomy.md) reads its counts and medians from the
+    # same rollups, by tool and by tier; reasons, undo shares and shadow agreement directly.
+    for window in WINDOWS:
+        advice, _ = timed(
+            lambda d=window: autonomy_advice_report(days=d, now=now), repeat=args.repeat
+        )
+        with CaptureQueriesContext(connection) as captured:
+            classes = len(autonomy_advice_report(days=window, now=now).tools)
+        figure(
+            f"autonomy advice, {window:>3} d ({len(captured)} queries, {classes} tools)",
+            advice * 1000,
+            "ms",
+            anchor=anchor,
+            goal="<= 50 ms",
+        )
     return 0
 
 
