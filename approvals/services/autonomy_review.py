@@ -18,10 +18,11 @@ from django_q.tasks import async_task
 from approvals import contract
 from approvals.autonomy_models import AutonomousAction
 from approvals.permissions import user_may_review_action
+from approvals.services.decision_checks import erased_refusal
 from audit.canonical import json_has_nul
 from audit.services import event_record
 from core.errors import ApplicationError
-from core.sealing import datakey_scope, is_erased, sealed_label
+from core.sealing import datakey_scope
 
 Review = AutonomousAction.Review
 VERDICTS = ("fine", "undo")
@@ -63,15 +64,11 @@ class ReviewConflict(ReviewError):
 
 def _erased_check(action: AutonomousAction) -> None:
     """Like approval_decide's: nothing of an erased run (or an unreadable row) is reviewed."""
-    if action.run.erased_at is not None:
+    refusal = erased_refusal(run=action.run, values=(action.args, action.payload), noun="action")
+    if refusal:
         raise ReviewConflict(
-            "This run's personal data was erased: its actions can no longer be reviewed.",
-            reason="erased",
-            action=action,
+            refusal[1].replace("decided", "reviewed"), reason=refusal[0], action=action
         )
-    for value in (v for v in (action.args, action.payload) if is_erased(v)):
-        text = f"This action's data {sealed_label(value)}."
-        raise ReviewConflict(text, reason="unreadable", action=action)
 
 
 def _input_check(*, verdict: str, note: str) -> None:

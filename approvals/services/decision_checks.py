@@ -13,6 +13,7 @@ from approvals.schema import args_errors
 from approvals.services.errors import ArgsInvalid, DecisionForbidden, DecisionInvalid
 from audit.canonical import canonical_hash
 from core.json_limits import json_problem
+from core.sealing import is_erased, sealed_label
 
 
 def decision_args(
@@ -121,3 +122,16 @@ def reason_check(*, decision: str, reason: str) -> None:
         raise DecisionInvalid(
             f"Unknown rejection reason {reason!r}.", errors={"reason": f"one of {choices}"}
         )
+
+
+def erased_refusal(*, run: Any, values: tuple[Any, ...], noun: str) -> tuple[str, str] | None:
+    """(reason, text) when nothing may be decided on these values: the run's personal data
+    was erased, or a value's key is gone (unreadable); else None."""
+    if run.erased_at is not None:
+        return (
+            "erased",
+            f"This run's personal data was erased: its {noun}s can no longer be decided.",
+        )
+    for value in (v for v in values if is_erased(v)):
+        return "unreadable", f"This {noun}'s data {sealed_label(value)}."
+    return None

@@ -19,6 +19,7 @@ from approvals.services.decision_checks import (
     decision_args,
     edit_preview,
     edit_tier_check,
+    erased_refusal,
     reason_check,
     required_group_check,
 )
@@ -32,19 +33,15 @@ from approvals.services.errors import (
 from approvals.services.rounds import round_start, tier_raise
 from audit.canonical import canonical_hash, json_has_nul
 from audit.services import event_record
-from core.sealing import datakey_scope, is_erased, sealed_label
+from core.sealing import datakey_scope
 
 
 def _erased_check(approval: ApprovalRequest) -> None:  # erased, or its key's master key gone
-    if approval.run.erased_at is not None:
-        raise DecisionConflict(
-            "This run's personal data was erased: its approvals can no longer be decided.",
-            reason="erased",
-            approval=approval,
-        )
-    for value in (v for v in (approval.args, approval.payload) if is_erased(v)):
-        text = f"This approval's data {sealed_label(value)}."
-        raise DecisionConflict(text, reason="unreadable", approval=approval)
+    refusal = erased_refusal(
+        run=approval.run, values=(approval.args, approval.payload), noun="approval"
+    )
+    if refusal:
+        raise DecisionConflict(refusal[1], reason=refusal[0], approval=approval)
 
 
 def approval_edit_preview(*, approval: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
