@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef
 
-from approvals.models import AgentRun, Canary, CanaryPlan, RiskTier
-from approvals.services.canaries import canary_plant
+from approvals.canary_templates import TEMPLATES
+from approvals.models import Canary, CanaryPlan, RiskTier
+from approvals.services.canaries import CanaryRefused, canary_plant, canary_requester
 
 
 def requester():
@@ -26,11 +26,15 @@ def plan_for(tier: str = "write", **fields) -> CanaryPlan:
 
 def plant(template: str = "refund_doubled_amount", *, tier: str = "write", plan=None) -> Canary:
     """A canary of ``plan``, else of a default plan of ``tier`` (its requester: whoever requests
-    the most real runs) when there are real runs, else of one whose runs come from
+    the most real runs and may not decide it) when it has one, else of one whose runs come from
     ``requester()``."""
     if plan is None:
-        real = AgentRun.objects.exclude(Exists(Canary.objects.filter(run_id=OuterRef("pk"))))
-        plan = plan_for(tier, **({"requested_as": None} if real.exists() else {}))
+        plan = plan_for(tier, requested_as=None)
+        try:
+            canary_requester(plan=plan, agent=TEMPLATES[template].agent)
+        except CanaryRefused:
+            plan.requested_as = requester()
+            plan.save(update_fields=["requested_as"])
     return canary_plant(plan=plan, template=template, rng=random.Random(7))
 
 
