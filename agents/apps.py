@@ -54,10 +54,10 @@ class AgentsConfig(AppConfig):
 
         compensation_provider_set(tool_compensable)
         tools_provider_set(tools_default_tiers)
-        # ... and the request a canary's agent would open, with a real gate's payload.
-        from agents.canary import canary_request
-        from approvals.canary_templates import canary_request_provider_set
+        # ... and the canary planter: the agent's own graph run to its gate (a scripted model).
+        from agents.canary import canary_plant_run
+        from approvals.canary_templates import canary_planter_set
 
-        canary_request_provider_set(canary_request)
+        canary_planter_set(canary_plant_run)
         post_migrate.connect(_checkpointer_setup, sender=self)
         post_migrate.connect(_erasure_grant, sender=self, dispatch_uid="agents_erasure_grant")

@@ -7,13 +7,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from approvals.canary_templates import TEMPLATES, template_choices
 from approvals.models import CanaryPlan
 from approvals.services.canaries import (
-    SERVICE_USERNAME,
     CanaryRefused,
     canary_plant,
     requester_problem,
@@ -27,12 +25,18 @@ class CanaryPlanAdminForm(forms.ModelForm):
         choices=template_choices(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="None checked: the templates whose tool falls in the tier (else all).",
+        help_text="None checked: every template whose tool's real calls wait in the tier.",
     )
 
     class Meta:
         model = CanaryPlan
         fields = ["tier", "templates", "per_day", "requested_as", "is_active"]
+        help_texts = {
+            "requested_as": "The user the canary runs appear to come from (never a reviewer of "
+            "the tier); empty: whoever requested the most real runs of the template's agent in "
+            "the last 30 days and may not decide the tier (they see these runs among theirs: "
+            "prefer a service account that requests real runs).",
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -40,11 +44,6 @@ class CanaryPlanAdminForm(forms.ModelForm):
         requester = data.get("requested_as")
         if tier is not None and requester is not None:
             problem = requester_problem(user=requester, tier=tier.name)
-            if problem:
-                self.add_error("requested_as", problem)
-        if tier is not None and requester is None:
-            service = get_user_model().objects.filter(username=SERVICE_USERNAME).first()
-            problem = requester_problem(user=service, tier=tier.name) if service else ""
             if problem:
                 self.add_error("requested_as", problem)
         data["templates"] = [name for name in data.get("templates") or [] if name in TEMPLATES]

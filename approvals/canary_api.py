@@ -71,6 +71,10 @@ class CanaryPlanSerializer(serializers.Serializer):
     tier = serializers.CharField(source="tier.name")
     per_day = serializers.IntegerField()
     templates = serializers.ListField(child=serializers.CharField())
+    problem = serializers.CharField(
+        help_text="Why the plan plants nothing now (no template whose tool's real calls wait "
+        "in its tier, no requester), or empty."
+    )
 
 
 class CanaryReportApi(APIView):

@@ -11,6 +11,7 @@ from django.db.models import Count, Max, Q
 
 from approvals.canary_templates import TEMPLATES
 from approvals.models import ApprovalRequest, ApprovalVote, Canary, CanaryPlan
+from approvals.services.canaries import plan_problem
 from audit.selectors import user_sees_all
 
 OUTCOME_LINES = {
@@ -121,8 +122,14 @@ def canary_report(*, fetched_by: Any, limit: int = 50) -> dict[str, Any]:
             catch_rates().values(), key=lambda r: (r.rate if r.rate is not None else 2, r.reviewer)
         ),
         "recent": recent,
-        "plans": list(
-            CanaryPlan.objects.filter(is_active=True).select_related("tier", "requested_as")
-        ),
+        "plans": _plans_in_force(),
         "open": Canary.objects.filter(outcome="").count(),
     }
+
+
+def _plans_in_force() -> list[CanaryPlan]:
+    """The active plans, each with ``problem``: why it plants nothing now, or ""."""
+    plans = list(CanaryPlan.objects.filter(is_active=True).select_related("tier", "requested_as"))
+    for plan in plans:
+        plan.problem = plan_problem(plan=plan)
+    return plans

@@ -1,27 +1,23 @@
 """Canary templates: test proposals that look like the real agents' and must be rejected.
 
-Each template builds the run input, the tool call, the rationale and the evidence a real agent
-would produce; the payload itself (blast radius, on_deny, args schema, expiry) is built by the
-agents app through a provider it registers in ``AgentsConfig.ready()`` (approvals never imports
-agents), so it is the very text a real gate shows. Without a provider (an install without the
-agents app) a payload of the same shape is built here.
+Each template builds the run input and the one tool call it proposes. The approval itself is
+opened by the agents app, which runs the agent's own graph on that input up to its approval
+gate with a scripted model proposing the template's call (a planter it registers in
+``AgentsConfig.ready()``; approvals never imports agents): the payload, rationale and evidence
+a reviewer reads are the very ones a real gate shows. A template's ``rationale`` and
+``evidence`` only say what it is about.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
-
-from approvals import policy
-from approvals.contract import PAYLOAD_TYPE
 
 
 @dataclass(frozen=True)
@@ -43,8 +39,9 @@ class CanaryTemplate:
     name: str
     title: str
     tool: str
-    tier: str  # the tier real calls of this tool fall in (plans of other tiers still may use it)
+    tier: str  # the tier real calls of this tool usually fall in (the policy decides: tier_tools)
     build: Callable[[random.Random], CanaryCall]
+    agent: str = "refund_agent"  # the agent whose run it appears to be
 
 
 _FIRST = ["jane", "omar", "li", "sofia", "marek", "ana", "tom", "nia"]
@@ -182,6 +179,7 @@ TEMPLATES: dict[str, CanaryTemplate] = {
             "rollback_deploy",
             "critical",
             _wrong_service,
+            agent="incident_copilot",
         ),
     )
 }
@@ -198,67 +196,20 @@ def template_choices() -> list[tuple[str, str]]:
     return [(t.name, t.title) for t in TEMPLATES.values()]
 
 
-def templates_for(*, names: list[str], tier: str) -> list[str]:
-    """The plan's templates; empty: those whose tool falls in ``tier``, else every template."""
-    if names:
-        return [n for n in names if n in TEMPLATES]
-    natural = [t.name for t in TEMPLATES.values() if t.tier == tier]
-    return natural or list(TEMPLATES)
+# --- planting ----------------------------------------------------------------------------------
+
+# (agent, input, requested_by, tool, args, on_paused) -> the opened ApprovalRequest: the agents
+# app creates the run and drives the agent's own graph to its approval gate with a scripted model
+# that proposes (tool, args), then calls on_paused(approvals) in the transaction that opens them
+# (agents/canary.py). Registered by AgentsConfig.ready().
+Planter = Callable[..., Any]
+_planter: Planter | None = None
 
 
-# --- the payload --------------------------------------------------------------------------------
-
-# (agent, thread_id, tool, args, rationale, evidence, tier, requested_at) -> the request as the
-# real agent's advance would open it: {"graph_version": str, "item": approval_requests_sync's
-# item}. Registered by AgentsConfig.ready().
-RequestProvider = Callable[..., dict[str, Any]]
-_provider: RequestProvider | None = None
+def canary_planter_set(planter: Planter | None) -> None:
+    global _planter
+    _planter = planter
 
 
-def canary_request_provider_set(provider: RequestProvider | None) -> None:
-    global _provider
-    _provider = provider
-
-
-def canary_request(*, call: CanaryCall, thread_id: str, tier: str) -> dict[str, Any]:
-    """The approval request item (and graph version) a real run of ``call.agent`` would open."""
-    requested_at = timezone.now()
-    if _provider is not None:
-        return _provider(
-            agent=call.agent,
-            thread_id=thread_id,
-            tool=call.tool,
-            args=call.args,
-            rationale=call.rationale,
-            evidence=call.evidence,
-            tier=tier,
-            requested_at=requested_at.isoformat(),
-        )
-    expires_at = requested_at + dt.timedelta(seconds=policy.tier_ttl_seconds(tier))
-    payload = {
-        "type": PAYLOAD_TYPE,
-        "tool": call.tool,
-        "args": call.args,
-        "rationale": call.rationale,
-        "evidence": call.evidence,
-        "blast_radius": "",
-        "on_deny": "",
-        "args_schema": {},
-        "tier": tier,
-        "allowed_decisions": policy.tier_allowed_decisions(tier),
-        "run_url": f"{settings.CONSOLE_BASE_URL.rstrip('/')}/runs/{thread_id}/",
-        "expires_at": expires_at.isoformat(),
-    }
-    return {
-        "graph_version": "1",
-        "item": {
-            "interrupt_id": uuid.uuid4().hex,
-            "action_index": 0,
-            "tool": call.tool,
-            "args": call.args,
-            "payload": payload,
-            "tier": tier,
-            "allowed_decisions": payload["allowed_decisions"],
-            "expires_at": expires_at,
-        },
-    }
+def canary_planter() -> Planter | None:
+    return _planter

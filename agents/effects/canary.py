@@ -7,6 +7,9 @@ and audit "effect.refused" {"reason": "canary run"}.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
@@ -15,6 +18,27 @@ from agents.effects.errors import LedgerError
 from audit.services import event_record
 
 ACTOR = "system:ledger"
+
+
+# The runs being planted in this context (agents/canary.py): their graph runs to its gate
+# before their Canary row exists, and the ledger refuses their effects meanwhile too.
+_planting: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "canary_planting", default=frozenset()
+)
+
+
+@contextlib.contextmanager
+def canary_planting(run_id: Any) -> Iterator[None]:
+    """While this block runs, every effect of ``run_id`` is refused as a canary run's."""
+    token = _planting.set(_planting.get() | {str(run_id)})
+    try:
+        yield
+    finally:
+        _planting.reset(token)
+
+
+def canary_is_planting(run_id: Any) -> bool:
+    return str(run_id) in _planting.get()
 
 
 class CanaryRunRefused(LedgerError):

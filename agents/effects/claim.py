@@ -12,6 +12,7 @@ import re
 
 from django.db import connection
 
+from agents.effects.canary import canary_is_planting, canary_refuse
 from agents.models import Effect
 from approvals.models import AgentRun, Canary
 
@@ -26,6 +27,8 @@ def effect_insert_fenced(
 ) -> bool:
     """Insert ``effect`` (unsaved) if its run passes the fence; whether it went in (its pk set).
     A key already claimed raises IntegrityError, as ``Effect.objects.create`` does."""
+    if canary_is_planting(effect.run_id):  # a canary's graph before its Canary row exists
+        canary_refuse(run_id=effect.run_id, approval_id=effect.approval_id)
     postgres = connection.vendor == "postgresql"
     ops = connection.ops
     fields = [f for f in Effect._meta.concrete_fields if not f.primary_key]

@@ -8,9 +8,11 @@ replay of the same conversation yields the same ids (and the same idempotency ke
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -97,11 +99,31 @@ class OfflineChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
+# A wrapper of the model for the drive under way in this context only (a canary's scripted
+# model: agents/canary.py); never set process-wide.
+_wrapper: contextvars.ContextVar[Callable[[BaseChatModel], BaseChatModel] | None] = (
+    contextvars.ContextVar("chat_model_wrapper", default=None)
+)
+
+
+@contextlib.contextmanager
+def chat_model_wrapped(wrap: Callable[[BaseChatModel], BaseChatModel]) -> Iterator[None]:
+    """Within this block (this context), ``chat_model_get`` returns ``wrap(model)``."""
+    token = _wrapper.set(wrap)
+    try:
+        yield
+    finally:
+        _wrapper.reset(token)
+
+
 def chat_model_get(*, offline_responder: OfflineResponder | None = None) -> BaseChatModel:
     """``init_chat_model(settings.AGENT_MODEL)`` when set ("provider:model"), else offline."""
     if settings.AGENT_MODEL:
-        return init_chat_model(settings.AGENT_MODEL)
-    return OfflineChatModel(responder=offline_responder or default_responder)
+        model = init_chat_model(settings.AGENT_MODEL)
+    else:
+        model = OfflineChatModel(responder=offline_responder or default_responder)
+    wrap = _wrapper.get()
+    return wrap(model) if wrap is not None else model
 
 
 def message_text(message: BaseMessage) -> str:

@@ -162,3 +162,25 @@ def test_an_advance_of_a_pending_canary_invokes_nothing_and_leaves_it_waiting(
     run = AgentRun.objects.get(pk=canary.run_id)
     assert run.status == AgentRun.Status.WAITING  # as any paused run, to its reviewers
     assert ApprovalRequest.objects.get(pk=canary.approval_id).is_pending
+
+
+def test_an_effect_of_a_run_being_planted_is_refused_before_its_canary_row_exists(demo_policy):
+    """The planting drive runs the agent's graph before the Canary row can exist (it names the
+    approval the drive opens): meanwhile the claim refuses the run's effects too."""
+    from agents.effects.canary import canary_planting
+    from tests.support.factories import RunFactory
+
+    run = RunFactory()
+    effect = Effect(
+        key=f"{run.pk}:direct",
+        run_id=run.pk,
+        tool="refund_order",
+        args={},
+        args_fingerprint="x",
+        status=Effect.Status.CLAIMED,
+    )
+    with canary_planting(run.pk), pytest.raises(CanaryRunRefused):
+        effect_insert_fenced(effect, owner=None, compensating=True, now=timezone.now())
+    assert not Effect.objects.exists()
+    # Only while it is planted, and only that run.
+    assert effect_insert_fenced(effect, owner=None, compensating=True, now=timezone.now())

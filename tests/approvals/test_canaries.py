@@ -16,7 +16,6 @@ from approvals.models import (
     MetricsCount,
     Notification,
 )
-from approvals.services import canaries as canary_services
 from approvals.services.canaries import CanaryRefused, canaries_plant_due, canary_plant
 from audit.models import AuditEvent
 from tests.approvals.canary_support import plan_for, plant
@@ -26,6 +25,9 @@ from tests.support.people import client_for, rest_client_for
 pytestmark = pytest.mark.django_db
 
 
+# Committed (transaction=True): the agent's graph reads the policy in LangGraph's worker thread,
+# on a connection of its own, as a real advance does.
+@pytest.mark.django_db(transaction=True)
 def test_a_planted_canary_is_a_waiting_run_with_a_pending_approval_like_a_real_one(
     demo_policy, bob
 ):
@@ -33,7 +35,7 @@ def test_a_planted_canary_is_a_waiting_run_with_a_pending_approval_like_a_real_o
     run = AgentRun.objects.get(pk=canary.run_id)
     approval = ApprovalRequest.objects.get(pk=canary.approval_id)
     assert (run.status, run.agent, run.thread_id) == ("waiting", "refund_agent", str(run.pk))
-    assert run.requested_by.username == canary_services.SERVICE_USERNAME
+    assert run.requested_by == canary.plan.requested_as
     assert (approval.status, approval.tier, approval.tool) == ("pending", "write", "refund_order")
     assert approval.expires_at > timezone.now()
     # The edit that doubles an amount: twice the order total its evidence states.

@@ -33,11 +33,16 @@ def test_the_form_keeps_only_known_templates(demo_policy):
     assert not _form(templates=["delete_everything"]).is_valid()
 
 
-def test_plant_one_now_plants_and_saving_is_audited(demo_policy, admin):
+def test_plant_one_now_plants_and_saving_is_audited(demo_policy, admin, alice):
     client = client_for(admin)
     response = client.post(
         "/admin/approvals/canaryplan/add/",
-        {"tier": RiskTier.objects.get(name="write").pk, "per_day": 3, "is_active": "on"},
+        {
+            "tier": RiskTier.objects.get(name="write").pk,
+            "per_day": 3,
+            "requested_as": alice.pk,
+            "is_active": "on",
+        },
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     plan = CanaryPlan.objects.get()

@@ -85,7 +85,9 @@ def test_the_report_api_gives_compliance_each_reviewer_and_the_plans(history, fr
     assert body["reviewers"][0]["reviewer"] == "bob"  # lowest catch rate first
     assert body["reviewers"][0]["last_miss"] is not None
     assert body["open"] == 1 and len(body["recent"]) == 8
-    assert body["plans"] == [{"id": history.pk, "tier": "write", "per_day": 6, "templates": []}]
+    assert body["plans"] == [
+        {"id": history.pk, "tier": "write", "per_day": 6, "templates": [], "problem": ""}
+    ]
 
 
 @pytest.mark.django_db
