@@ -65,14 +65,21 @@ def test_a_canary_of_a_default_plan_appears_to_come_from_someone_who_requests_re
     assert fake_requester in real_requesters  # "agent-requests" requests nothing real
 
 
-def test_a_canarys_interrupt_id_does_not_carry_the_uuid4_marks_a_real_one_lacks(real, bob):
+def test_a_canarys_interrupt_id_is_the_one_langgraph_gave_its_pause_as_a_real_ones_is(real, bob):
+    # A made-up id (uuid4().hex: "4" at index 12, 8/9/a/b at 16) would be a tell; the canary's
+    # id must be the pending interrupt's own, read back from its thread's saved state.
+    from agents.runtime.checkpoint import graph_for, thread_config
+    from agents.runtime.registry import agent_get
+
     canary = plant("refund_doubled_amount")
     api = rest_client_for(bob)
-    fake_id = api.get(f"/api/approvals/{canary.approval_id}/").json()["interrupt_id"]
-    real_id = api.get(f"/api/approvals/{real.pk}/").json()["interrupt_id"]
-    assert len(fake_id) == len(real_id) == 32
-    # uuid4().hex always has "4" at index 12 and one of 8,9,a,b at 16; LangGraph's ids do not.
-    assert not (fake_id[12] == "4" and fake_id[16] in "89ab")
+    for approval_id in (canary.approval_id, real.pk):
+        approval = ApprovalRequest.objects.select_related("run").get(pk=approval_id)
+        graph = graph_for(agent_get(approval.run.agent))
+        pending = {i.id for i in graph.get_state(thread_config(approval.run)).interrupts}
+        shown = api.get(f"/api/approvals/{approval_id}/").json()["interrupt_id"]
+        assert shown == approval.interrupt_id
+        assert shown in pending
 
 
 def test_a_canarys_rationale_reads_as_the_agent_writes_it_for_the_same_input(real, bob):

@@ -63,9 +63,10 @@ def test_an_effect_is_claimed_and_settled_in_two_transactions_without_reading_th
     # first); the args and result it seals cost no query of their own.
     with datakey_scope():
         datakey_create(run.id)
-        # BEGIN, the fenced INSERT, its event, COMMIT; the call; BEGIN, UPDATE, its event,
-        # COMMIT.
-        with django_assert_num_queries(8):
+        # BEGIN, the autonomous action's review state (locked: an effect no person approved
+        # is refused once its undo was asked, agents/effects/undone.py), the fenced INSERT, its
+        # event, COMMIT; the call; BEGIN, UPDATE, its event, COMMIT.
+        with django_assert_num_queries(9):
             assert _execute(run) == {"ok": True}
     assert calls == [f"{run.id}:k"]
     assert Effect.objects.get(key=f"{run.id}:k").status == "succeeded"
