@@ -78,7 +78,7 @@ def _assert_inert(canary: Canary, graph_calls: list[Any]) -> None:
     assert not AuditEvent.objects.filter(action="effect.claimed").exists()
     run = AgentRun.objects.get(pk=canary.run_id)
     assert run.status == AgentRun.Status.COMPLETED
-    assert run.output == {"canary": True}
+    assert run.output == {}  # nothing on the run says it was a canary
     assert run.wake_requested is False  # recovery will not queue it again
 
 

@@ -192,7 +192,18 @@ def test_applying_a_demotion_sets_ask_and_audits_what_it_was(admin, bob):
     assert "reject rate 24.0% (12 of 50) ≥ 20.0%" in event.data["evidence"]["why"]
 
 
-def test_a_tier_is_promoted_only_when_every_tool_in_it_has_compensation(admin, bob, compensation):
+@pytest.fixture
+def write_tools():
+    """The registry's tools (and their code default tiers) for this test: two, both "write"."""
+    before = autonomy._tools_provider
+    autonomy.tools_provider_set(lambda: {"refund_order": "write", "send_email": "write"})
+    yield
+    autonomy.tools_provider_set(before)
+
+
+def test_a_tier_is_promoted_only_when_every_tool_in_it_has_compensation(
+    admin, bob, compensation, write_tools
+):
     RiskTier.objects.create(name="write", level=1)
     closed_approvals(by=bob, tool="refund_order", approve=40)
     closed_approvals(by=bob, tool="send_email", approve=20)
